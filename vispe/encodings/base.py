@@ -1,0 +1,172 @@
+"""The base of every encoding: named hooks into attention, and composition of several encodings.
+
+An encoding touches a transformer at a few named points and implements only those it needs::
+
+    x = embed(x, pos)                          tokens after patch embedding (prefix tokens first)
+    q, k = rotate(q, k, pos, layer)            per layer, (B, heads, N, head_dim)
+    v = transform_v(v, pos, layer)
+    bias = logits_bias(q, k, pos, layer)       additive logits, (B|1, heads, N, N) or None
+    o = attention(q, k, v, bias)               SDPA unless probabilities are needed
+    o = transform_out(o, pos, layer, probs)    probs only when needs_probs(layer)
+    x = between_blocks(x, pos, layer)          after block ``layer``
+
+``pos`` is the :class:`~vispe.geometry.Positions` of the forward pass.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Callable, ClassVar, Hashable, Sequence
+
+import torch
+from torch import nn
+
+from vispe.geometry import Positions
+
+HOOK_NAMES = ('embed', 'rotate', 'transform_v', 'logits_bias', 'transform_out', 'between_blocks')
+
+
+class PositionEncoding(nn.Module):
+    """Base class: override the hooks the encoding uses; the others are identities.
+
+    Class attributes:
+        family: 'none', 'absolute', 'rotary', 'bias' or 'conditional'.
+        paper: the paper (and reference code) the encoding follows.
+        timm_names: names a timm ViT state dict uses for this encoding's parameters
+            (local name -> timm name), so checkpoints load both ways.
+    """
+
+    family: ClassVar[str] = 'other'
+    paper: ClassVar[str] = ''
+    timm_names: ClassVar[dict[str, str]] = {}
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        """Mix position into tokens. ``x``: (B, prefix + h·w, C) -> same shape."""
+        return x
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+               layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Transform queries and keys, each (B, heads, N, head_dim)."""
+        return q, k
+
+    def transform_v(self, v: torch.Tensor, pos: Positions, layer_idx: int) -> torch.Tensor:
+        """Transform values, (B, heads, N, head_dim)."""
+        return v
+
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+                    layer_idx: int) -> torch.Tensor | None:
+        """Additive attention logits, (B|1, heads, N, N), or None."""
+        return None
+
+    def transform_out(self, out: torch.Tensor, pos: Positions, layer_idx: int,
+                      probs: torch.Tensor | None = None) -> torch.Tensor:
+        """Transform the attention output (B, heads, N, head_dim); ``probs`` (B, heads, N, N), after
+        attention dropout, is given when :meth:`needs_probs` is True for this layer."""
+        return out
+
+    def between_blocks(self, x: torch.Tensor, pos: Positions, layer_idx: int) -> torch.Tensor:
+        """Transform tokens after block ``layer_idx``, (B, prefix + h·w, C)."""
+        return x
+
+    def needs_probs(self, layer_idx: int) -> bool:
+        """Whether :meth:`transform_out` needs the attention probabilities at this layer."""
+        return False
+
+    def no_weight_decay(self) -> set[str]:
+        """Names (relative to this module) of parameters to keep out of weight decay."""
+        return set()
+
+    @classmethod
+    def hooks(cls) -> tuple[str, ...]:
+        """The hooks this encoding class overrides."""
+        return tuple(name for name in HOOK_NAMES if getattr(cls, name) is not getattr(PositionEncoding, name))
+
+    @property
+    def active_hooks(self) -> frozenset[str]:
+        """The hooks this instance uses (a composition uses those of its members)."""
+        return frozenset(self.hooks())
+
+
+class EncodingStack(PositionEncoding):
+    """Several encodings applied together, in order (e.g. learned APE beside iRPE, RoPE-Mixed + APE).
+
+    Token hooks and rotations apply in list order; logit biases add up.
+    """
+
+    family: ClassVar[str] = 'composite'
+
+    def __init__(self, encodings: Sequence[PositionEncoding]) -> None:
+        super().__init__()
+        self.encodings = nn.ModuleList(encodings)
+
+    @property
+    def active_hooks(self) -> frozenset[str]:
+        return frozenset().union(*(encoding.active_hooks for encoding in self.encodings))
+
+    def _with(self, hook: str) -> list[PositionEncoding]:
+        return [encoding for encoding in self.encodings if hook in encoding.active_hooks]
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        for encoding in self._with('embed'):
+            x = encoding.embed(x, pos)
+        return x
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+               layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        for encoding in self._with('rotate'):
+            q, k = encoding.rotate(q, k, pos, layer_idx)
+        return q, k
+
+    def transform_v(self, v: torch.Tensor, pos: Positions, layer_idx: int) -> torch.Tensor:
+        for encoding in self._with('transform_v'):
+            v = encoding.transform_v(v, pos, layer_idx)
+        return v
+
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+                    layer_idx: int) -> torch.Tensor | None:
+        total = None
+        for encoding in self._with('logits_bias'):
+            bias = encoding.logits_bias(q, k, pos, layer_idx)
+            if bias is not None:
+                total = bias if total is None else total + bias
+        return total
+
+    def transform_out(self, out: torch.Tensor, pos: Positions, layer_idx: int,
+                      probs: torch.Tensor | None = None) -> torch.Tensor:
+        for encoding in self._with('transform_out'):
+            out = encoding.transform_out(out, pos, layer_idx, probs)
+        return out
+
+    def between_blocks(self, x: torch.Tensor, pos: Positions, layer_idx: int) -> torch.Tensor:
+        for encoding in self._with('between_blocks'):
+            x = encoding.between_blocks(x, pos, layer_idx)
+        return x
+
+    def needs_probs(self, layer_idx: int) -> bool:
+        return any(encoding.needs_probs(layer_idx) for encoding in self.encodings)
+
+    def no_weight_decay(self) -> set[str]:
+        return {f'encodings.{i}.{name}' for i, encoding in enumerate(self.encodings)
+                for name in encoding.no_weight_decay()}
+
+
+class TableCache:
+    """A small LRU of tables that depend only on the grid (and device), never on parameters.
+
+    Kept as a plain attribute, not a buffer: tables are rebuilt on a new device and never saved.
+    """
+
+    def __init__(self, max_entries: int = 8) -> None:
+        self.max_entries = max_entries
+        self._tables: OrderedDict[Hashable, torch.Tensor] = OrderedDict()
+        self.builds = 0
+
+    def get(self, key: Hashable, build: Callable[[], torch.Tensor]) -> torch.Tensor:
+        if key in self._tables:
+            self._tables.move_to_end(key)
+            return self._tables[key]
+        table = build()
+        self.builds += 1
+        self._tables[key] = table
+        if len(self._tables) > self.max_entries:
+            self._tables.popitem(last=False)
+        return table

@@ -1,0 +1,118 @@
+"""Building encodings from configs, and the table of registered encodings."""
+from __future__ import annotations
+
+import copy
+import inspect
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from torch import nn
+
+from vispe.encodings.base import EncodingStack, PositionEncoding
+from vispe.registry import ENCODINGS, UnknownTypeError, unknown_type_message
+
+EncodingConfig = PositionEncoding | Mapping[str, Any] | str | Sequence[Any]
+
+
+def _registered_encodings() -> dict[str, type[PositionEncoding]]:
+    ENCODINGS.import_from_location()
+    return {name: cls for name, cls in ENCODINGS.module_dict.items()
+            if isinstance(cls, type) and issubclass(cls, PositionEncoding)}
+
+
+def _accepted_context(cls: type, context: Mapping[str, Any]) -> dict[str, Any]:
+    """The model facts (embed_dim, num_heads, grid_size, ...) that ``cls.__init__`` takes."""
+    if cls.__init__ is nn.Module.__init__:
+        return {}
+    parameters = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return dict(context)
+    return {key: value for key, value in context.items() if key in parameters}
+
+
+def build_encoding(cfg: EncodingConfig, **context: Any) -> PositionEncoding:
+    """Build an encoding from a config dict, a type name, an instance, or a list of those.
+
+    Args:
+        cfg: ``dict(type='RoPEMixed', ...)``, ``'SinCos2D'``, a :class:`PositionEncoding` instance
+            (returned as is), or a list of those (composed in order into an :class:`EncodingStack`).
+        context: facts about the model the encoding goes into (``embed_dim``, ``num_heads``,
+            ``head_dim``, ``depth``, ``grid_size``, ``patch_size``, ``num_prefix_tokens``). Each is
+            passed to the encoding's constructor if it takes it and the config does not set it.
+
+    Raises:
+        UnknownTypeError: the type is not a registered encoding (the message names the closest).
+        TypeError: the config is not an encoding config, or the constructor rejects an argument.
+    """
+    if isinstance(cfg, PositionEncoding):
+        return cfg
+    if isinstance(cfg, str):
+        cfg = {'type': cfg}
+    if isinstance(cfg, Sequence) and not isinstance(cfg, str):
+        members = [build_encoding(member, **context) for member in cfg]
+        if not members:
+            raise ValueError('An empty list of encodings: pass dict(type="NoPE") for no position encoding.')
+        return members[0] if len(members) == 1 else EncodingStack(members)
+    if not isinstance(cfg, Mapping) or 'type' not in cfg:
+        raise TypeError(f'An encoding config is a dict with a "type" key, a type name, an encoding instance or a '
+                        f'list of those; got {cfg!r}.')
+    args = dict(copy.deepcopy(cfg))
+    type_name = args.pop('type')
+    args.pop('_scope_', None)
+    if isinstance(type_name, type):
+        cls = type_name
+    else:
+        registered = _registered_encodings()
+        cls = ENCODINGS.get(type_name)
+        if cls is None or not (isinstance(cls, type) and issubclass(cls, PositionEncoding)):
+            raise UnknownTypeError(unknown_type_message('encoding', type_name, list(registered)))
+    if not issubclass(cls, PositionEncoding):
+        raise TypeError(f'{cls.__name__} is not a vispe PositionEncoding.')
+    kwargs = {**_accepted_context(cls, context), **args}
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        accepted = [name for name in inspect.signature(cls.__init__).parameters if name != 'self']
+        raise TypeError(f'Cannot build {cls.__name__} from {dict(cfg)}: {exc}. It accepts: {", ".join(accepted)}.') \
+            from None
+
+
+@dataclass(frozen=True)
+class EncodingInfo:
+    """One row of :func:`list_encodings`."""
+
+    name: str
+    family: str
+    hooks: tuple[str, ...]
+    paper: str
+
+
+class EncodingTable(list):
+    """A list of :class:`EncodingInfo` that prints as a table."""
+
+    HEADER = ('name', 'family', 'hooks', 'paper')
+
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        return [(info.name, info.family, ', '.join(info.hooks) or '-', info.paper) for info in self]
+
+    def __str__(self) -> str:
+        rows = [self.HEADER, *self.rows()]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(self.HEADER))]
+        lines = ['  '.join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+        lines.insert(1, '  '.join('-' * width for width in widths))
+        return '\n'.join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def markdown(self) -> str:
+        lines = ['| ' + ' | '.join(self.HEADER) + ' |', '|' + '---|' * len(self.HEADER)]
+        lines += ['| ' + ' | '.join(f'`{row[0]}`' if i == 0 else cell for i, cell in enumerate(row)) + ' |'
+                  for row in self.rows()]
+        return '\n'.join(lines)
+
+
+def list_encodings() -> EncodingTable:
+    """Every registered encoding (built-in and plugins): name, family, hooks used, paper."""
+    return EncodingTable(
+        EncodingInfo(name, cls.family, cls.hooks(), cls.paper) for name, cls in sorted(_registered_encodings().items()))

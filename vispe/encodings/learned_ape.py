@@ -1,0 +1,92 @@
+"""Learned absolute position embedding, as timm's ViT has it, resampled bicubically to a new grid."""
+from __future__ import annotations
+
+from typing import ClassVar, Sequence
+
+import torch
+from timm.layers import resample_abs_pos_embed, trunc_normal_
+from torch import nn
+
+from vispe.encodings.base import PositionEncoding
+from vispe.geometry import Positions, to_2tuple
+from vispe.registry import ENCODINGS
+
+
+@ENCODINGS.register_module()
+class LearnedAPE(PositionEncoding):
+    """Learned absolute position embedding (Dosovitskiy et al., ICLR 2021; timm ``VisionTransformer``).
+
+    A table ``pos_embed`` of shape (1, [prefix +] h·w, C) for the training grid h×w is added to the
+    tokens. At another grid the patch part is resampled with timm's ``resample_abs_pos_embed``
+    (bicubic, antialiased, ``align_corners=False``), exactly as timm's ``dynamic_img_size`` path does;
+    the prefix rows are kept. The parameter is saved as ``pos_embed``, timm's name, so timm ViT
+    checkpoints load unchanged.
+
+    Args:
+        embed_dim: token width C.
+        grid_size: training grid (h, w).
+        num_prefix_tokens: cls + register tokens of the model.
+        no_embed_class: the table has no prefix rows and is added to patches only (DeiT-III, rope-vit
+            "+APE" variants); otherwise it has one row per prefix token (original ViT/DeiT).
+        interpolation: ``F.interpolate`` mode for resampling.
+        antialias: antialias when downsampling.
+    """
+
+    family: ClassVar[str] = 'absolute'
+    paper: ClassVar[str] = 'Dosovitskiy et al., ICLR 2021 (ViT); timm'
+    timm_names: ClassVar[dict[str, str]] = {'pos_embed': 'pos_embed'}
+
+    def __init__(
+            self,
+            embed_dim: int,
+            grid_size: int | Sequence[int],
+            num_prefix_tokens: int = 1,
+            no_embed_class: bool = False,
+            interpolation: str = 'bicubic',
+            antialias: bool = True,
+    ) -> None:
+        super().__init__()
+        self.grid_size = to_2tuple(grid_size)
+        self.num_prefix_tokens = num_prefix_tokens
+        self.no_embed_class = no_embed_class
+        self.interpolation = interpolation
+        self.antialias = antialias
+        table_prefix = 0 if no_embed_class else num_prefix_tokens
+        length = table_prefix + self.grid_size[0] * self.grid_size[1]
+        self.pos_embed = nn.Parameter(torch.zeros(1, length, embed_dim))
+        trunc_normal_(self.pos_embed, std=.02)
+
+    @property
+    def table_prefix_tokens(self) -> int:
+        return 0 if self.no_embed_class else self.num_prefix_tokens
+
+    def resampled(self, grid_size: Sequence[int]) -> torch.Tensor:
+        """The table for ``grid_size`` (the parameter itself at the training grid)."""
+        return resample_abs_pos_embed(
+            self.pos_embed,
+            new_size=list(grid_size),
+            old_size=list(self.grid_size),
+            num_prefix_tokens=self.table_prefix_tokens,
+            interpolation=self.interpolation,
+            antialias=self.antialias,
+        )
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        if not pos.has_default_coords:
+            raise ValueError('LearnedAPE reads the integer patch grid; positions with explicit coords need an '
+                             'encoding that evaluates coordinates (SinCos2D, FourierFeatures).')
+        if pos.num_prefix_tokens != self.num_prefix_tokens:
+            raise ValueError(f'LearnedAPE was built for {self.num_prefix_tokens} prefix tokens, the model has '
+                             f'{pos.num_prefix_tokens}: build it with num_prefix_tokens={pos.num_prefix_tokens}.')
+        table = self.resampled(pos.grid_size)
+        if self.no_embed_class:
+            prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
+            return torch.cat([prefix, patches + table], dim=1)
+        return x + table
+
+    def no_weight_decay(self) -> set[str]:
+        return {'pos_embed'}
+
+    def extra_repr(self) -> str:
+        return (f'grid_size={self.grid_size}, num_prefix_tokens={self.num_prefix_tokens}, '
+                f'no_embed_class={self.no_embed_class}')

@@ -1,0 +1,4 @@
+"""Models built around vispe encodings: the timm ViT backbone (detectors and 3D models follow)."""
+from vispe.models.vit import Block, VisionTransformer, create_vit, retrofit
+
+__all__ = ['Block', 'VisionTransformer', 'create_vit', 'retrofit']

@@ -1,0 +1,138 @@
+"""vispe's registries: children of mmengine's root registries, scope ``vispe``, plus plugin discovery.
+
+Every mmengine root registry gets a ``vispe`` child, so a Runner with ``default_scope='vispe'`` finds
+vispe's modules and falls back to mmengine's own without "Failed to search registry" warnings, and
+configs of other OpenMMLab projects can say ``type='vispe.RoPEMixed'``.
+
+``ENCODINGS`` is the registry encodings register into. It is the same object as ``MODELS``: mmengine
+allows one child per scope under a root, and a second same-scope registry below ``MODELS`` would
+break scope redirection inside the Runner (builds resolve to ``MODELS`` and fail). Encodings are
+model components, as mmdet's positional encodings are; ``vispe.list_encodings`` tells them apart
+from whole models by their base class.
+
+Plugins: a package outside vispe registers its classes with ``@ENCODINGS.register_module()`` in a
+module that is imported either through mmengine's ``custom_imports`` in a config, or through the
+``vispe.plugins`` entry-point group, which vispe loads on the first registry lookup::
+
+    [project.entry-points."vispe.plugins"]
+    my_pe = "my_pkg.my_pe"
+"""
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+import warnings
+from typing import Any
+
+import mmengine.registry as mm
+
+from vispe import compat
+
+compat.apply()
+
+PLUGIN_GROUP = 'vispe.plugins'
+
+_plugin_state: dict[str, Any] = {'loaded': False, 'failed': {}}
+
+
+class UnknownTypeError(KeyError):
+    """A config names a type that is not registered. The message lists the names and the closest."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def load_plugins() -> dict[str, str]:
+    """Import every module advertised in the ``vispe.plugins`` entry-point group (once).
+
+    A plugin that fails to import does not break vispe: it is reported with a warning naming the
+    entry point, and again in the error raised when one of its types is looked up.
+
+    Returns:
+        The entry points that failed, name -> error text.
+    """
+    if _plugin_state['loaded']:
+        return _plugin_state['failed']
+    _plugin_state['loaded'] = True
+    for entry_point in importlib.metadata.entry_points(group=PLUGIN_GROUP):
+        try:
+            entry_point.load()
+        except Exception as exc:  # a third-party module may raise anything on import
+            message = f'{type(exc).__name__}: {exc}'
+            _plugin_state['failed'][entry_point.name] = message
+            warnings.warn(
+                f'vispe plugin {entry_point.name!r} ({entry_point.value}) failed to import: {message}. '
+                f'Its types are unavailable; fix or uninstall the package that provides it.',
+                stacklevel=2)
+    return _plugin_state['failed']
+
+
+def reload_plugins() -> dict[str, str]:
+    """Scan the entry-point group again (after installing a plugin in a running process)."""
+    _plugin_state['loaded'] = False
+    _plugin_state['failed'] = {}
+    return load_plugins()
+
+
+def unknown_type_message(kind: str, name: str, known: list[str]) -> str:
+    """The text of the error for an unregistered ``type``: the known names and the closest match."""
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    if not close:
+        close = [k for k in known if k.lower() == name.lower()]
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ''
+    failed = _plugin_state['failed']
+    plugin_note = ''
+    if failed:
+        plugin_note = ' Plugins that failed to import: ' + '; '.join(f'{k} ({v})' for k, v in failed.items()) + '.'
+    return (f'Unknown {kind} type {name!r}.{hint} Registered: {", ".join(sorted(known)) or "(none)"}. '
+            f'A type from your own package must be imported first: add '
+            f"custom_imports=dict(imports=['your_pkg.your_module']) to the config, or declare the module "
+            f'in the {PLUGIN_GROUP!r} entry-point group.{plugin_note}')
+
+
+class VispeRegistry(mm.Registry):
+    """An mmengine ``Registry`` that also loads entry-point plugins and names the closest match."""
+
+    def import_from_location(self) -> None:
+        super().import_from_location()
+        load_plugins()
+
+    def build(self, cfg: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().build(cfg, *args, **kwargs)
+        except KeyError as exc:
+            type_name = cfg.get('type') if isinstance(cfg, dict) else None
+            if isinstance(exc, UnknownTypeError) or not isinstance(type_name, str) or self.get(type_name) is not None:
+                raise
+            raise UnknownTypeError(unknown_type_message(self.name, type_name, list(self.module_dict))) from None
+
+
+def _child(root: mm.Registry, *locations: str) -> VispeRegistry:
+    return VispeRegistry(root.name, parent=root, scope='vispe', locations=list(locations))
+
+
+MODELS = _child(mm.MODELS, 'vispe.encodings', 'vispe.models')
+ENCODINGS = MODELS
+DATASETS = _child(mm.DATASETS)
+TRANSFORMS = _child(mm.TRANSFORMS)
+METRICS = _child(mm.METRICS)
+
+RUNNERS = _child(mm.RUNNERS)
+RUNNER_CONSTRUCTORS = _child(mm.RUNNER_CONSTRUCTORS)
+LOOPS = _child(mm.LOOPS)
+HOOKS = _child(mm.HOOKS)
+STRATEGIES = _child(mm.STRATEGIES)
+DATA_SAMPLERS = _child(mm.DATA_SAMPLERS)
+MODEL_WRAPPERS = _child(mm.MODEL_WRAPPERS)
+WEIGHT_INITIALIZERS = _child(mm.WEIGHT_INITIALIZERS)
+OPTIMIZERS = _child(mm.OPTIMIZERS)
+OPTIM_WRAPPERS = _child(mm.OPTIM_WRAPPERS)
+OPTIM_WRAPPER_CONSTRUCTORS = _child(mm.OPTIM_WRAPPER_CONSTRUCTORS)
+PARAM_SCHEDULERS = _child(mm.PARAM_SCHEDULERS)
+EVALUATOR = _child(mm.EVALUATOR)
+TASK_UTILS = _child(mm.TASK_UTILS)
+VISUALIZERS = _child(mm.VISUALIZERS)
+VISBACKENDS = _child(mm.VISBACKENDS)
+LOG_PROCESSORS = _child(mm.LOG_PROCESSORS)
+INFERENCERS = _child(mm.INFERENCERS)
+FUNCTIONS = _child(mm.FUNCTIONS)
