@@ -1,0 +1,19 @@
+# The two set-up commands: `make demo` runs the main job, `make test` runs the tests.
+# Each creates .venv if missing and installs what it needs (tools/setup_env.sh).
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+export HF_HUB_OFFLINE := 1
+
+.PHONY: setup demo test test-fast
+
+setup:
+	@bash tools/setup_env.sh $(VENV)
+
+demo: setup
+	$(PYTHON) tools/demo.py
+
+test: setup
+	$(PYTHON) -m pytest
+
+test-fast: setup
+	$(PYTHON) -m pytest -m "not slow"

@@ -1,0 +1,57 @@
+"""Properties every registered encoding must have, checked inside a tiny ViT.
+
+New encodings are picked up from the registry; an encoding needing options beyond the model's
+facts declares them in ENCODING_OPTIONS.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import vispe
+
+from ..helpers import tiny_vit
+
+ENCODING_OPTIONS: dict[str, dict] = {}
+BUILT_IN = [info.name for info in vispe.list_encodings()]
+GRIDS = [(14, 14), (6, 10), (1, 9), (20, 3)]
+
+
+def config(name: str) -> dict:
+    return dict(type=name, **ENCODING_OPTIONS.get(name, {}))
+
+
+@pytest.mark.parametrize('name', BUILT_IN)
+def test_output_shape_at_square_non_square_and_line_grids(name) -> None:
+    vit = tiny_vit(config(name))
+    for rows, cols in GRIDS:
+        with torch.no_grad():
+            tokens = vit.forward_features(torch.randn(2, 3, rows * 4, cols * 4))
+        assert tokens.shape == (2, 1 + rows * cols, 64), (rows, cols)
+        assert torch.isfinite(tokens).all()
+
+
+@pytest.mark.parametrize('name', BUILT_IN)
+def test_gradients_reach_every_encoding_parameter(name) -> None:
+    vit = tiny_vit(config(name)).train()
+    vit(torch.randn(2, 3, 24, 40)).square().mean().backward()
+    for param_name, param in vit.encoding.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, param_name
+
+
+@pytest.mark.parametrize('name', BUILT_IN)
+def test_deterministic_under_a_seed(name) -> None:
+    images = torch.randn(2, 3, 32, 48)
+    outputs = []
+    for _ in range(2):
+        torch.manual_seed(7)
+        with torch.no_grad():
+            outputs.append(tiny_vit(config(name))(images))
+    assert torch.equal(outputs[0], outputs[1])
+
+
+@pytest.mark.parametrize('name', BUILT_IN)
+def test_listed_with_family_hooks_and_paper(name) -> None:
+    info = next(info for info in vispe.list_encodings() if info.name == name)
+    assert info.family and info.paper
+    assert set(info.hooks) <= set(vispe.encodings.HOOK_NAMES)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Create the virtual environment (if missing) and install vispe with its test dependencies.
+# Idempotent: re-installs only when pyproject.toml changed since the last run.
+# Usage: bash tools/setup_env.sh [VENV_DIR]   (default .venv)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${1:-.venv}"
+python="${PYTHON:-python3}"
+
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+  echo "vispe needs Python >= 3.10; $python is $("$python" --version 2>&1). Set PYTHON=/path/to/python3.11." >&2
+  exit 1
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "Creating virtual environment in $venv"
+  "$python" -m venv "$venv"
+fi
+
+stamp="$venv/.vispe-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "Installing vispe and its dependencies into $venv (first run: several minutes, torch is large)"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
