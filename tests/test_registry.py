@@ -35,8 +35,8 @@ def test_list_encodings_table() -> None:
     ape = next(info for info in table if info.name == 'LearnedAPE')
     assert ape.hooks == ('embed',) and ape.family == 'absolute'
     text = str(table)
-    assert text.splitlines()[0].split() == ['name', 'family', 'hooks', 'paper']
-    assert '| `SinCos2D` | absolute | embed |' in table.markdown()
+    assert text.splitlines()[0].split() == ['name', 'family', 'hooks', 'options', 'paper']
+    assert "| `SinCos2D` | absolute | embed | temperature=10000.0 |" in table.markdown()
 
 
 def test_unknown_encoding_names_closest_and_lists_registered() -> None:

@@ -13,6 +13,9 @@ from vispe.registry import ENCODINGS, UnknownTypeError, unknown_type_message
 
 EncodingConfig = PositionEncoding | Mapping[str, Any] | str | Sequence[Any]
 
+# What a model tells the encodings it builds (constructor arguments filled in when not configured).
+MODEL_CONTEXT = ('embed_dim', 'num_heads', 'head_dim', 'depth', 'grid_size', 'patch_size', 'num_prefix_tokens')
+
 
 def _registered_encodings() -> dict[str, type[PositionEncoding]]:
     ENCODINGS.import_from_location()
@@ -84,16 +87,18 @@ class EncodingInfo:
     name: str
     family: str
     hooks: tuple[str, ...]
+    options: tuple[str, ...]
     paper: str
 
 
 class EncodingTable(list):
     """A list of :class:`EncodingInfo` that prints as a table."""
 
-    HEADER = ('name', 'family', 'hooks', 'paper')
+    HEADER = ('name', 'family', 'hooks', 'options', 'paper')
 
-    def rows(self) -> list[tuple[str, str, str, str]]:
-        return [(info.name, info.family, ', '.join(info.hooks) or '-', info.paper) for info in self]
+    def rows(self) -> list[tuple[str, ...]]:
+        return [(info.name, info.family, ', '.join(info.hooks) or '-', ', '.join(info.options) or '-', info.paper)
+                for info in self]
 
     def __str__(self) -> str:
         rows = [self.HEADER, *self.rows()]
@@ -107,12 +112,25 @@ class EncodingTable(list):
 
     def markdown(self) -> str:
         lines = ['| ' + ' | '.join(self.HEADER) + ' |', '|' + '---|' * len(self.HEADER)]
-        lines += ['| ' + ' | '.join(f'`{row[0]}`' if i == 0 else cell for i, cell in enumerate(row)) + ' |'
-                  for row in self.rows()]
+        lines += [f'| `{name}` | ' + ' | '.join(cells) + ' |' for name, *cells in self.rows()]
         return '\n'.join(lines)
 
 
+def encoding_options(cls: type[PositionEncoding]) -> tuple[str, ...]:
+    """The constructor options a config sets (``name=default``), without the model's facts."""
+    if cls.__init__ is nn.Module.__init__:
+        return ()
+    options = []
+    for name, parameter in inspect.signature(cls.__init__).parameters.items():
+        if name == 'self' or name in MODEL_CONTEXT or parameter.kind in (parameter.VAR_POSITIONAL,
+                                                                         parameter.VAR_KEYWORD):
+            continue
+        options.append(name if parameter.default is parameter.empty else f'{name}={parameter.default!r}')
+    return tuple(options)
+
+
 def list_encodings() -> EncodingTable:
-    """Every registered encoding (built-in and plugins): name, family, hooks used, paper."""
+    """Every registered encoding (built-in and plugins): name, family, hooks used, options, paper."""
     return EncodingTable(
-        EncodingInfo(name, cls.family, cls.hooks(), cls.paper) for name, cls in sorted(_registered_encodings().items()))
+        EncodingInfo(name, cls.family, cls.hooks(), encoding_options(cls), cls.paper)
+        for name, cls in sorted(_registered_encodings().items()))

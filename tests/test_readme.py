@@ -1,0 +1,49 @@
+"""The README is true: its Python blocks run, its encodings table is current, CI calls its test command."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r'```python\n(.*?)```', text, flags=re.S)
+
+
+@pytest.mark.slow
+def test_python_api_block_runs(repo_root) -> None:
+    api_block = python_blocks((repo_root / 'README.md').read_text())[0]
+    namespace: dict = {}
+    exec(compile(api_block, 'README.md', 'exec'), namespace)
+    assert namespace['maps'][0].shape == (1, 6, 197, 197)
+    assert namespace['enc'].normalize
+
+
+def test_plugin_example_block_defines_a_working_encoding(repo_root) -> None:
+    plugin_block = python_blocks((repo_root / 'README.md').read_text())[1]
+    namespace: dict = {}
+    from vispe.registry import ENCODINGS
+    try:
+        exec(compile(plugin_block, 'README.md', 'exec'), namespace)
+        import torch
+
+        import vispe
+        vit = vispe.create_vit('vit_tiny_patch16_224', encoding=dict(type='MyPE', scale=0.5), img_size=32,
+                               depth=1, num_classes=2)
+        assert vit(torch.randn(1, 3, 48, 32)).shape == (1, 2)
+    finally:
+        ENCODINGS.module_dict.pop('MyPE', None)
+
+
+def test_encodings_table_is_current(repo_root) -> None:
+    result = subprocess.run([sys.executable, str(repo_root / 'tools' / 'update_readme.py'), '--check'],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_ci_runs_the_readme_test_command(repo_root) -> None:
+    ci = (repo_root / '.ci' / 'run').read_text()
+    readme = (repo_root / 'README.md').read_text()
+    assert 'make test' in ci and 'make test' in readme
