@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 venv="${1:-.venv}"
 python="${PYTHON:-python3}"
 
-if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
-  echo "vispe needs Python >= 3.10; $python is $("$python" --version 2>&1). Set PYTHON=/path/to/python3.11." >&2
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "vispe needs Python >= 3.11; $python is $("$python" --version 2>&1). Set PYTHON=/path/to/python3.11." >&2
   exit 1
 fi
 

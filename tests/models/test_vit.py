@@ -113,7 +113,8 @@ def test_retrofit_keeps_weights_and_outputs() -> None:
 def test_retrofit_with_a_new_encoding_drops_the_ape_and_keeps_blocks() -> None:
     theirs = timm.create_model('vit_tiny_patch16_224', img_size=64, depth=2, num_classes=3).eval()
     qkv = theirs.blocks[0].attn.qkv.weight
-    converted = vispe.retrofit(theirs, encoding=dict(type='SinCos2D'))
+    with pytest.warns(UserWarning, match='Pass encoding=\\["LearnedAPE", ...\\] to keep it'):
+        converted = vispe.retrofit(theirs, encoding=dict(type='SinCos2D'))
     assert converted.blocks[0].attn.qkv.weight is qkv
     assert isinstance(converted.encoding, SinCos2D) and 'pos_embed' not in converted.state_dict()
 
@@ -176,3 +177,28 @@ def test_vispe_vision_transformer_direct_construction() -> None:
     assert vit(torch.randn(1, 3, 64, 32)).shape == (1, 2)
     with pytest.raises(ValueError, match='patch_drop_rate'):
         vispe.VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2, patch_drop_rate=0.1)
+
+
+def test_pretrained_weights_from_a_local_file(tmp_path) -> None:
+    arch = dict(img_size=56, patch_size=4, embed_dim=64, depth=2, num_heads=4, num_classes=10)
+    theirs = timm.create_model('vit_tiny_patch16_224', **arch).eval()
+    path = tmp_path / 'weights.pth'
+    torch.save(theirs.state_dict(), path)
+    overlay = dict(file=str(path), num_classes=10)
+    with_ape = vispe.create_vit('vit_tiny_patch16_224', pretrained=True, pretrained_cfg_overlay=overlay,
+                                **arch).eval()
+    images = torch.randn(1, 3, 56, 56)
+    with torch.no_grad():
+        assert max_diff(with_ape(images), theirs(images)) <= 1e-6
+    with pytest.warns(UserWarning, match='dropped the model.s learned pos_embed'):
+        sincos = vispe.create_vit('vit_tiny_patch16_224', encoding='SinCos2D', pretrained=True,
+                                  pretrained_cfg_overlay=overlay, **arch)
+    assert torch.equal(sincos.blocks[1].mlp.fc1.weight, theirs.blocks[1].mlp.fc1.weight)
+    assert 'pos_embed' not in sincos.state_dict()
+
+
+def test_retrofit_of_a_vispe_model_keeps_its_ape() -> None:
+    vit = tiny_vit('LearnedAPE')
+    table = vit.encoding.pos_embed
+    vispe.retrofit(vit, encoding=['LearnedAPE', 'SinCos2D'])
+    assert vit.encoding.encodings[0].pos_embed is table

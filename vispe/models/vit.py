@@ -11,6 +11,7 @@ hands ``rope=`` to its blocks), so per-resolution tables are built once per forw
 from __future__ import annotations
 
 import difflib
+import warnings
 from typing import Any, Sequence
 
 import timm
@@ -30,6 +31,13 @@ from vispe.geometry import Positions, feature_grid_size
 from vispe.registry import MODELS
 
 DEFAULT_ENCODING = {'type': 'LearnedAPE'}
+RESERVED_TIMM_ARGS = ('pos_embed', 'block_fn', 'attn_layer', 'dynamic_img_size')
+
+
+def _refuse_reserved(kwargs: dict[str, Any]) -> None:
+    for reserved in RESERVED_TIMM_ARGS:
+        if reserved in kwargs:
+            raise TypeError(f'vispe sets {reserved!r} itself; choose the position encoding with encoding=...')
 
 
 class Block(TimmBlock):
@@ -71,9 +79,7 @@ class VisionTransformer(TimmVisionTransformer):
     encoding: PositionEncoding
 
     def __init__(self, *args: Any, encoding: EncodingConfig | None = None, **kwargs: Any) -> None:
-        for reserved in ('pos_embed', 'block_fn', 'attn_layer', 'dynamic_img_size'):
-            if reserved in kwargs:
-                raise TypeError(f'vispe sets {reserved!r} itself; choose the position encoding with encoding=...')
+        _refuse_reserved(kwargs)
         super().__init__(*args, pos_embed='none', block_fn=Block, attn_layer=Attention, dynamic_img_size=True,
                          **kwargs)
         if not isinstance(self.patch_drop, nn.Identity):
@@ -275,7 +281,8 @@ def retrofit(model: TimmVisionTransformer, encoding: EncodingConfig | None = Non
     """
     encoding = DEFAULT_ENCODING if encoding is None else encoding
     if isinstance(model, VisionTransformer):
-        model.attach_encoding(encoding)
+        current = next((m for m in _encoding_members(model.encoding) if isinstance(m, LearnedAPE)), None)
+        model.attach_encoding(encoding, timm_pos_embed=None if current is None else current.pos_embed)
         return model
     if not isinstance(model, TimmVisionTransformer):
         raise TypeError(f'retrofit converts a timm VisionTransformer; got {type(model).__name__}. '
@@ -296,6 +303,10 @@ def retrofit(model: TimmVisionTransformer, encoding: EncodingConfig | None = Non
     model.patch_embed.flatten = False
     model.patch_embed.output_fmt = Format.NHWC
     model.attach_encoding(encoding, timm_pos_embed=timm_pos_embed)
+    if timm_pos_embed is not None and not any(m.pos_embed is timm_pos_embed for m in
+                                              _encoding_members(model.encoding) if isinstance(m, LearnedAPE)):
+        warnings.warn('retrofit dropped the model\'s learned pos_embed: the encoding does not include '
+                      'LearnedAPE. Pass encoding=["LearnedAPE", ...] to keep it.', stacklevel=2)
     return model
 
 
@@ -330,11 +341,12 @@ def create_vit(
         torch.Size([2, 10])
     """
     encoding = DEFAULT_ENCODING if encoding is None else encoding
-    for reserved in ('pos_embed', 'block_fn', 'attn_layer', 'dynamic_img_size'):
-        if reserved in kwargs:
-            raise TypeError(f'vispe sets {reserved!r} itself; choose the position encoding with encoding=...')
+    _refuse_reserved(kwargs)
     ape_cfg = _ape_config(encoding)
-    timm_kwargs: dict[str, Any] = dict(kwargs, dynamic_img_size=True, pos_embed='learn' if ape_cfg else 'none')
+    timm_kwargs: dict[str, Any] = dict(kwargs, dynamic_img_size=True)
+    if not pretrained:
+        # pretrained weights need the architecture's own pos_embed to load; retrofit then keeps or drops it
+        timm_kwargs['pos_embed'] = 'learn' if ape_cfg else 'none'
     if ape_cfg is not None and 'no_embed_class' in ape_cfg:
         timm_kwargs['no_embed_class'] = ape_cfg['no_embed_class']
     if not timm.is_model(model_name):
