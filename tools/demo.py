@@ -39,17 +39,25 @@ def main() -> None:
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    names = args.encodings or [info.name for info in vispe.list_encodings()]
-    if 'NoPE' not in names:
-        names = ['NoPE', *names]
-    torch.manual_seed(0)
-    models = {name: vispe.create_vit(args.arch, encoding=dict(type=name), img_size=args.img_size,
-                                     num_classes=10).eval() for name in names}
-    patch = models['NoPE'].patch_embed.patch_size[0]
+    wanted = args.encodings or [info.name for info in vispe.list_encodings()]
+    configs = {'NoPE': {'type': 'NoPE'}}
+    patch = vispe.create_vit(args.arch, encoding='NoPE', img_size=args.img_size).patch_embed.patch_size[0]
     sizes = [int(round(args.img_size * scale / patch)) * patch for scale in args.scales]
+    for name in wanted:
+        cls = vispe.registry.ENCODINGS.get(name)
+        for options in cls.examples:
+            if 'max_grid' in options:
+                options = dict(options, max_grid=max(sizes) // patch)
+            label = name + ''.join(f' {key}={value}' for key, value in options.items() if key != 'max_grid'
+                                   and not isinstance(value, dict))
+            label += ''.join(f' {key}={value["type"]}' for key, value in options.items() if isinstance(value, dict))
+            configs[label] = dict(type=name, **options)
+    torch.manual_seed(0)
+    models = {label: vispe.create_vit(args.arch, encoding=cfg, img_size=args.img_size, num_classes=10).eval()
+              for label, cfg in configs.items()}
 
-    shapes: dict[str, dict[int, tuple[int, ...]]] = {name: {} for name in names}
-    times: dict[str, dict[int, list[float]]] = {name: {size: [] for size in sizes} for name in names}
+    shapes: dict[str, dict[int, tuple[int, ...]]] = {name: {} for name in models}
+    times: dict[str, dict[int, list[float]]] = {name: {size: [] for size in sizes} for name in models}
     for size in sizes:
         images = torch.randn(args.batch, 3, size, size)
         for name, model in models.items():

@@ -1,7 +1,6 @@
 """Properties every registered encoding must have, checked inside a tiny ViT.
 
-New encodings are picked up from the registry; an encoding needing options beyond the model's
-facts declares them in ENCODING_OPTIONS.
+New encodings are picked up from the registry, one model per entry of the class's ``examples``.
 """
 from __future__ import annotations
 
@@ -12,18 +11,16 @@ import vispe
 
 from ..helpers import tiny_vit
 
-ENCODING_OPTIONS: dict[str, dict] = {}
+EXAMPLES = [dict(type=name, **options) for name, cls in sorted(vispe.registry.ENCODINGS.module_dict.items())
+            if isinstance(cls, type) and issubclass(cls, vispe.PositionEncoding) for options in cls.examples]
+IDS = [str(example) for example in EXAMPLES]
 BUILT_IN = [info.name for info in vispe.list_encodings()]
 GRIDS = [(14, 14), (6, 10), (1, 9), (20, 3)]
 
 
-def config(name: str) -> dict:
-    return dict(type=name, **ENCODING_OPTIONS.get(name, {}))
-
-
-@pytest.mark.parametrize('name', BUILT_IN)
-def test_output_shape_at_square_non_square_and_line_grids(name) -> None:
-    vit = tiny_vit(config(name))
+@pytest.mark.parametrize('config', EXAMPLES, ids=IDS)
+def test_output_shape_at_square_non_square_and_line_grids(config) -> None:
+    vit = tiny_vit(config)
     for rows, cols in GRIDS:
         with torch.no_grad():
             tokens = vit.forward_features(torch.randn(2, 3, rows * 4, cols * 4))
@@ -31,22 +28,22 @@ def test_output_shape_at_square_non_square_and_line_grids(name) -> None:
         assert torch.isfinite(tokens).all()
 
 
-@pytest.mark.parametrize('name', BUILT_IN)
-def test_gradients_reach_every_encoding_parameter(name) -> None:
-    vit = tiny_vit(config(name)).train()
+@pytest.mark.parametrize('config', EXAMPLES, ids=IDS)
+def test_gradients_reach_every_encoding_parameter(config) -> None:
+    vit = tiny_vit(config).train()
     vit(torch.randn(2, 3, 24, 40)).square().mean().backward()
     for param_name, param in vit.encoding.named_parameters():
         assert param.grad is not None and param.grad.abs().sum() > 0, param_name
 
 
-@pytest.mark.parametrize('name', BUILT_IN)
-def test_deterministic_under_a_seed(name) -> None:
+@pytest.mark.parametrize('config', EXAMPLES, ids=IDS)
+def test_deterministic_under_a_seed(config) -> None:
     images = torch.randn(2, 3, 32, 48)
     outputs = []
     for _ in range(2):
         torch.manual_seed(7)
         with torch.no_grad():
-            outputs.append(tiny_vit(config(name))(images))
+            outputs.append(tiny_vit(config)(images))
     assert torch.equal(outputs[0], outputs[1])
 
 

@@ -2,6 +2,7 @@
 
 An encoding touches a transformer at a few named points and implements only those it needs::
 
+    prepare(pos)                               once per forward: tables into pos.memo
     x = embed(x, pos)                          tokens after patch embedding (prefix tokens first)
     q, k = rotate(q, k, pos, layer)            per layer, (B, heads, N, head_dim)
     v = transform_v(v, pos, layer)
@@ -15,7 +16,7 @@ An encoding touches a transformer at a few named points and implements only thos
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, ClassVar, Hashable, Sequence
+from typing import Any, Callable, ClassVar, Hashable, Sequence
 
 import torch
 from torch import nn
@@ -33,11 +34,18 @@ class PositionEncoding(nn.Module):
         paper: the paper (and reference code) the encoding follows.
         timm_names: names a timm ViT state dict uses for this encoding's parameters
             (local name -> timm name), so checkpoints load both ways.
+        examples: option sets that build representative instances (the demo and the common
+            tests build one model per example).
     """
 
     family: ClassVar[str] = 'other'
     paper: ClassVar[str] = ''
     timm_names: ClassVar[dict[str, str]] = {}
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({},)
+
+    def prepare(self, pos: Positions) -> None:
+        """Build this forward's tables into ``pos.memo`` (called once per forward, before the blocks and
+        outside gradient checkpointing). Hooks read them back with the same ``pos.memo`` key."""
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         """Mix position into tokens. ``x``: (B, prefix + h·w, C) -> same shape."""
@@ -104,6 +112,10 @@ class EncodingStack(PositionEncoding):
 
     def _with(self, hook: str) -> list[PositionEncoding]:
         return [encoding for encoding in self.encodings if hook in encoding.active_hooks]
+
+    def prepare(self, pos: Positions) -> None:
+        for encoding in self.encodings:
+            encoding.prepare(pos)
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         for encoding in self._with('embed'):

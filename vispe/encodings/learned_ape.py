@@ -19,8 +19,9 @@ class LearnedAPE(PositionEncoding):
     A table ``pos_embed`` of shape (1, [prefix +] h·w, C) for the training grid h×w is added to the
     tokens. At another grid the patch part is resampled with timm's ``resample_abs_pos_embed``
     (bicubic, antialiased, ``align_corners=False``), exactly as timm's ``dynamic_img_size`` path does;
-    the prefix rows are kept. The parameter is saved as ``pos_embed``, timm's name, so timm ViT
-    checkpoints load unchanged.
+    the prefix rows are kept. Explicit integer positions (RPE-2D) read their cells of the table
+    instead. The parameter is saved as ``pos_embed``, timm's name, so timm ViT checkpoints load
+    unchanged.
 
     Args:
         embed_dim: token width C.
@@ -71,14 +72,39 @@ class LearnedAPE(PositionEncoding):
             antialias=self.antialias,
         )
 
+    def gathered(self, coords: torch.Tensor) -> torch.Tensor:
+        """Rows of the table at explicit integer (row, col) cells of its grid (RPE-2D positions).
+
+        Args:
+            coords: (N, 2) or (B, N, 2) integer-valued (row, col) inside ``grid_size``.
+
+        Returns:
+            (1 | B, [prefix +] N, C): the prefix rows (if any) followed by the gathered cells.
+        """
+        cells = coords.round().long()
+        if not torch.equal(cells.to(coords.dtype), coords):
+            raise ValueError('LearnedAPE reads explicit positions only at integer cells of its table; use an '
+                             'encoding that evaluates coordinates (SinCos2D, FourierFeatures, RoPE) for others.')
+        rows, cols = cells[..., 0], cells[..., 1]
+        if rows.min() < 0 or cols.min() < 0 or rows.max() >= self.grid_size[0] or cols.max() >= self.grid_size[1]:
+            raise ValueError(f'Positions reach row {int(rows.max())}, column {int(cols.max())}, outside the '
+                             f'{self.grid_size} table of LearnedAPE: build it with a larger grid_size.')
+        prefix = self.table_prefix_tokens
+        table = self.pos_embed[0, prefix + rows * self.grid_size[1] + cols]
+        if table.ndim == 2:
+            table = table.unsqueeze(0)
+        if prefix:
+            table = torch.cat([self.pos_embed[:, :prefix].expand(table.shape[0], -1, -1), table], dim=1)
+        return table
+
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        if not pos.has_default_coords:
-            raise ValueError('LearnedAPE reads the integer patch grid; positions with explicit coords need an '
-                             'encoding that evaluates coordinates (SinCos2D, FourierFeatures).')
         if pos.num_prefix_tokens != self.num_prefix_tokens:
             raise ValueError(f'LearnedAPE was built for {self.num_prefix_tokens} prefix tokens, the model has '
                              f'{pos.num_prefix_tokens}: build it with num_prefix_tokens={pos.num_prefix_tokens}.')
-        table = self.resampled(pos.grid_size)
+        if pos.has_default_coords:
+            table = self.resampled(pos.grid_size)
+        else:
+            table = self.gathered(pos.patch_coords())
         if self.no_embed_class:
             prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
             return torch.cat([prefix, patches + table], dim=1)

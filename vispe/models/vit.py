@@ -133,7 +133,10 @@ class VisionTransformer(TimmVisionTransformer):
                          device=x.device)
 
     def embed_tokens(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        """Patch embedding, prefix tokens and the encoding's ``embed`` hook: (B, prefix + h·w, C)."""
+        """Patch embedding, prefix tokens, the encoding's per-forward tables and its ``embed`` hook.
+
+        Returns (B, prefix + h·w, C).
+        """
         x = self.patch_embed(x)
         x = x.reshape(x.shape[0], -1, x.shape[-1])
         prefix = []
@@ -143,6 +146,7 @@ class VisionTransformer(TimmVisionTransformer):
             prefix.append(self.reg_token.expand(x.shape[0], -1, -1))
         if prefix:
             x = torch.cat(prefix + [x], dim=1)
+        self.encoding.prepare(pos)
         x = self.encoding.embed(x, pos)
         return self.norm_pre(self.patch_drop(self.pos_drop(x)))
 

@@ -1,0 +1,147 @@
+"""ComRoPE: rotary embeddings with trainable commuting angle matrices (Yu et al., CVPR 2025)."""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from vispe.encodings.base import PositionEncoding
+from vispe.encodings.rotary import angles_to_cis, rotate_pairs
+from vispe.geometry import Positions
+from vispe.registry import ENCODINGS
+
+VARIANTS = ('AP', 'LD')
+
+
+@ENCODINGS.register_module()
+class ComRoPE(PositionEncoding):
+    """ComRoPE, variants AP (axis-partitioned) and LD (linearly dependent), as Longin-Yu/ComRoPE.
+
+    Each head's channels split into d/b blocks of size b. Block j of head h in layer l rotates by
+    ``R(p) = exp(Σ_a p_a A_a)`` with skew-symmetric b×b generators built from a parameter P_{l,h,j}
+    (``S = P − Pᵀ``):
+
+    * AP: A_a = S if a = j mod 2 else 0, i.e. even blocks follow the row, odd blocks the column;
+    * LD: A_a = θ_{l,a,j} · S, multipliers θ shared across heads.
+
+    In both, the generator of a block is one scalar t(p) times S, so the A_a commute and
+    ``R(x)ᵀR(y) = R(y − x)``. vispe applies the rotation block-wise in O(N·d·b); for b = 2 it is a
+    rotation by angle t·(P₁₀ − P₀₁), applied like RoPE, and for b > 2 ``torch.linalg.matrix_exp`` of
+    the (N, heads, d/b, b, b) generators. The reference materialises a dense d×d matrix per token.
+
+    Positions as the reference: (row, col) normalised to (i + 0.5)/n per axis, so a larger grid
+    interpolates inside (0, 1); prefix tokens sit at (cls_position, cls_position), the image centre,
+    and are rotated. Training perturbation (off by default; the paper's Table 1 uses 1): each patch
+    position moves by clamp(N(0, 1)·intensity/2, ±1/2) patch units before normalisation. The
+    reference scales q before rotating; rotation is linear, so scaling inside SDPA is the same.
+
+    Args:
+        head_dim: d, divisible by ``block_size`` (and by 2·block_size for AP).
+        depth: number of layers (each has its own generators).
+        num_heads: heads per layer.
+        variant: 'AP' or 'LD'.
+        block_size: b.
+        init_std: std of the generator parameters P (the reference default 1.0).
+        perturbation: training-time position jitter intensity.
+        cls_position: normalised position of prefix tokens on both axes.
+
+    Shapes: rotate q, k (B, heads, N, d) -> same.
+    """
+
+    family: ClassVar[str] = 'rotary'
+    paper: ClassVar[str] = 'Yu et al., CVPR 2025 (ComRoPE)'
+    examples: ClassVar[tuple[dict, ...]] = ({'variant': 'AP'}, {'variant': 'LD'}, {'variant': 'LD', 'block_size': 4})
+
+    def __init__(self, head_dim: int, depth: int, num_heads: int, variant: str = 'AP', block_size: int = 2,
+                 init_std: float = 1.0, perturbation: float = 0.0, cls_position: float = 0.5) -> None:
+        super().__init__()
+        if variant not in VARIANTS:
+            raise ValueError(f"ComRoPE variant must be one of {VARIANTS}; got {variant!r}.")
+        multiple = 2 * block_size if variant == 'AP' else block_size
+        if head_dim % multiple != 0:
+            raise ValueError(f'ComRoPE-{variant} needs head_dim divisible by {multiple} (block_size={block_size}); '
+                             f'got {head_dim}.')
+        self.variant = variant
+        self.block_size = block_size
+        self.depth = depth
+        self.perturbation = perturbation
+        self.cls_position = cls_position
+        num_blocks = head_dim // block_size
+        self.freqs = nn.Parameter(torch.randn(depth, num_heads, num_blocks, block_size, block_size) * init_std)
+        if variant == 'LD':
+            self.multiplier = nn.Parameter(torch.randn(depth, 2, num_blocks))
+        else:
+            self.register_buffer('axis_of_block', torch.arange(num_blocks) % 2, persistent=False)
+
+    def positions(self, pos: Positions) -> torch.Tensor:
+        """(prefix + N, 2) or (B, prefix + N, 2) normalised (row, col) positions of all tokens."""
+        coords = pos.patch_coords().float()
+        if self.training and self.perturbation > 0:
+            coords = coords + (torch.randn_like(coords) * self.perturbation * 0.5).clamp(-0.5, 0.5)
+        normalised = (coords + 0.5) / coords.new_tensor(pos.grid_size)
+        prefix = normalised.new_full((*normalised.shape[:-2], pos.num_prefix_tokens, 2), self.cls_position)
+        return torch.cat([prefix, normalised], dim=-2)
+
+    def skew(self) -> torch.Tensor:
+        """S = P − Pᵀ, (depth, heads, d/b, b, b)."""
+        return self.freqs - self.freqs.transpose(-1, -2)
+
+    def block_scalars(self, positions: torch.Tensor) -> torch.Tensor:
+        """t(p) per layer and block: (depth, [B,] N, d/b); the generator of block j is t·S_j."""
+        if self.variant == 'AP':
+            scalars = positions[..., self.axis_of_block]
+            return scalars.expand(self.depth, *scalars.shape)
+        theta = self.multiplier.float()
+        theta = theta.view(self.depth, 2, *([1] * (positions.ndim - 1)), theta.shape[-1])
+        rows, cols = positions[..., 0:1], positions[..., 1:2]
+        return rows * theta[:, 0] + cols * theta[:, 1]
+
+    def generators(self, pos: Positions) -> torch.Tensor:
+        """Σ_a p_a A_a per block: (depth, [B,] heads, N, d/b, b, b)."""
+        scalars = self.block_scalars(self.positions(pos)).unsqueeze(-3)
+        skew = self.skew().float()
+        if scalars.ndim == 5:
+            skew = skew.unsqueeze(1)
+        return scalars[..., None, None] * skew.unsqueeze(-4)
+
+    def build_table(self, pos: Positions) -> torch.Tensor:
+        """The per-forward rotations of every layer.
+
+        b = 2: complex (depth, [B,] heads, N, d/2); b > 2: real (depth, [B,] heads, N, d/b, b, b).
+        """
+        if self.block_size == 2:
+            scalars = self.block_scalars(self.positions(pos)).unsqueeze(-3)
+            skew = self.skew().float()
+            rates = skew[..., 1, 0]
+            if scalars.ndim == 5:
+                rates = rates.unsqueeze(1)
+            return angles_to_cis(scalars * rates.unsqueeze(-2))
+        return torch.linalg.matrix_exp(self.generators(pos))
+
+    def prepare(self, pos: Positions) -> None:
+        self.table(pos)
+
+    def table(self, pos: Positions) -> torch.Tensor:
+        return pos.memo(('comrope', id(self)), lambda: self.build_table(pos))
+
+    def apply_rotation(self, x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
+        """Rotate x (B, heads, N, d) by one layer's table."""
+        if self.block_size == 2:
+            return rotate_pairs(x, rotation)
+        blocks = x.float().unflatten(-1, (-1, self.block_size))
+        return torch.einsum('...kab,...kb->...ka', rotation, blocks).flatten(-2).to(x.dtype)
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+               layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if layer_idx >= self.depth:
+            raise IndexError(f'ComRoPE has generators for {self.depth} layers; layer {layer_idx} asked.')
+        rotation = self.table(pos)[layer_idx]
+        return self.apply_rotation(q, rotation), self.apply_rotation(k, rotation)
+
+    def no_weight_decay(self) -> set[str]:
+        return {'freqs', 'multiplier'} if self.variant == 'LD' else {'freqs'}
+
+    def extra_repr(self) -> str:
+        return (f'variant={self.variant!r}, block_size={self.block_size}, freqs={tuple(self.freqs.shape)}, '
+                f'perturbation={self.perturbation}')

@@ -1,0 +1,151 @@
+"""2D rotary position embeddings for ViTs: RoPE-Axial and RoPE-Mixed (Heo et al., ECCV 2024)."""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from timm.layers.pos_embed_sincos import init_random_2d_freqs
+from torch import nn
+
+from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.rotary import angles_to_cis, rotate_pairs, with_identity_prefix, xy_positions
+from vispe.geometry import Positions
+from vispe.registry import ENCODINGS
+
+
+def _check_head_dim(name: str, head_dim: int) -> None:
+    if head_dim % 4 != 0:
+        raise ValueError(f'{name} needs a head width divisible by 4 (x and y pairs); got head_dim={head_dim}.')
+
+
+@ENCODINGS.register_module()
+class RoPEAxial(PositionEncoding):
+    """Axial 2D RoPE (Heo et al., "Rotary Position Embedding for Vision Transformer", ECCV 2024).
+
+    As naver-ai/rope-vit's ``compute_axial_cis``: with f_k = θ^(−4k/d), k = 0…d/4−1, the first d/4
+    channel pairs of each head rotate by t_x·f_k and the last d/4 by t_y·f_k, where (t_x, t_y) =
+    (column, row) in integer patch units. Pairs are interleaved (2k, 2k+1). Prefix tokens are not
+    rotated. Angles are float32 whatever the autocast dtype. No parameters; tables are cached by grid.
+
+    At a new resolution the positions extend (extrapolation). Test-time options, as the LookHere
+    paper tunes per resolution: change ``theta`` (100/160/190/250/700/1250 for 224…1024 px) or
+    multiply positions by ``position_scale`` (e.g. train_grid/test_grid interpolates instead).
+
+    Args:
+        head_dim: d, divisible by 4.
+        theta: frequency base (100 in rope-vit).
+        position_scale: factor on the positions.
+
+    Shapes: rotate q, k (B, heads, N, d) -> same.
+    """
+
+    family: ClassVar[str] = 'rotary'
+    paper: ClassVar[str] = 'Heo et al., ECCV 2024 (rope-vit)'
+
+    def __init__(self, head_dim: int, theta: float = 100.0, position_scale: float = 1.0) -> None:
+        super().__init__()
+        _check_head_dim('RoPEAxial', head_dim)
+        self.head_dim = head_dim
+        self.theta = theta
+        self.position_scale = position_scale
+        self._cache = TableCache()
+
+    def frequencies(self, device: torch.device | None = None) -> torch.Tensor:
+        """f_k = θ^(−4k/d), (d/4,) float32."""
+        return 1.0 / self.theta ** (torch.arange(0, self.head_dim, 4, device=device, dtype=torch.float32)
+                                    / self.head_dim)
+
+    def build_cis(self, pos: Positions) -> torch.Tensor:
+        """(prefix + N, d/2) or (B, prefix + N, d/2) complex rotations, identity on prefix tokens."""
+        freqs = self.frequencies(pos.device)
+        t_x, t_y = xy_positions(pos)
+        scale = self.position_scale
+        angles = torch.cat([(t_x * scale).unsqueeze(-1) * freqs, (t_y * scale).unsqueeze(-1) * freqs], dim=-1)
+        return with_identity_prefix(angles_to_cis(angles), pos.num_prefix_tokens)
+
+    def prepare(self, pos: Positions) -> None:
+        self.table(pos)
+
+    def table(self, pos: Positions) -> torch.Tensor:
+        if pos.has_default_coords:
+            key = (pos.grid_size, pos.num_prefix_tokens, pos.device, self.theta, self.position_scale)
+            return self._cache.get(key, lambda: self.build_cis(pos))
+        return pos.memo(('rope_axial', id(self)), lambda: self.build_cis(pos))
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+               layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        cis = self.table(pos)
+        if cis.ndim == 3:
+            cis = cis.unsqueeze(1)
+        return rotate_pairs(q, cis), rotate_pairs(k, cis)
+
+    def extra_repr(self) -> str:
+        return f'head_dim={self.head_dim}, theta={self.theta}, position_scale={self.position_scale}'
+
+
+@ENCODINGS.register_module()
+class RoPEMixed(PositionEncoding):
+    """RoPE-Mixed: learnable 2D frequencies per layer and head (Heo et al., ECCV 2024).
+
+    Channel pair k of head h in layer l rotates by t_x·fx[l,h,k] + t_y·fy[l,h,k]. The frequencies are
+    initialised as rope-vit's ``init_random_2d_freqs`` (timm's implementation is used): magnitudes
+    θ^(−4k/d) with θ = 10, a random angle α per layer and head for the first d/4 pairs and α + π/2 for
+    the last d/4. With ``random_angles=False`` (α = 0) the layout is RoPE-Axial's. Parameter
+    ``freqs`` (2, depth, heads, d/2), excluded from weight decay, as in timm's
+    ``RotaryEmbeddingMixed``. Prefix tokens are not rotated; angles are float32. The table of all
+    layers is built once per forward.
+
+    Args:
+        head_dim: d, divisible by 4.
+        depth: number of layers.
+        num_heads: heads per layer.
+        theta: frequency base of the initialisation.
+        random_angles: draw α per layer and head (rope-vit); False gives the axial layout.
+        position_scale: test-time factor on the positions.
+
+    Shapes: rotate q, k (B, heads, N, d) -> same.
+    """
+
+    family: ClassVar[str] = 'rotary'
+    paper: ClassVar[str] = 'Heo et al., ECCV 2024 (rope-vit)'
+
+    def __init__(self, head_dim: int, depth: int, num_heads: int, theta: float = 10.0, random_angles: bool = True,
+                 position_scale: float = 1.0) -> None:
+        super().__init__()
+        _check_head_dim('RoPEMixed', head_dim)
+        self.depth = depth
+        self.theta = theta
+        self.position_scale = position_scale
+        self.freqs = nn.Parameter(init_random_2d_freqs(head_dim, depth, num_heads, temperature=theta,
+                                                       rotate=random_angles))
+
+    def build_cis(self, pos: Positions) -> torch.Tensor:
+        """(depth, heads, prefix + N, d/2), or (depth, B, heads, prefix + N, d/2) for per-sample positions."""
+        t_x, t_y = xy_positions(pos)
+        freqs = self.freqs.float()
+        freqs_x, freqs_y = freqs[0].unsqueeze(-2), freqs[1].unsqueeze(-2)
+        if t_x.ndim == 2:
+            freqs_x, freqs_y = freqs_x.unsqueeze(1), freqs_y.unsqueeze(1)
+            t_x, t_y = t_x.unsqueeze(1), t_y.unsqueeze(1)
+        scale = self.position_scale
+        angles = (t_x * scale).unsqueeze(-1) * freqs_x + (t_y * scale).unsqueeze(-1) * freqs_y
+        return with_identity_prefix(angles_to_cis(angles), pos.num_prefix_tokens)
+
+    def prepare(self, pos: Positions) -> None:
+        self.table(pos)
+
+    def table(self, pos: Positions) -> torch.Tensor:
+        return pos.memo(('rope_mixed', id(self)), lambda: self.build_cis(pos))
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+               layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if layer_idx >= self.depth:
+            raise IndexError(f'RoPEMixed has frequencies for {self.depth} layers; layer {layer_idx} asked.')
+        cis = self.table(pos)[layer_idx]
+        return rotate_pairs(q, cis), rotate_pairs(k, cis)
+
+    def no_weight_decay(self) -> set[str]:
+        return {'freqs'}
+
+    def extra_repr(self) -> str:
+        return f'freqs={tuple(self.freqs.shape)}, theta={self.theta}, position_scale={self.position_scale}'

@@ -1,0 +1,123 @@
+"""RPE-2D: randomized 2D positions fed to an underlying encoding (Liu, Hou et al., arXiv 2503.18719)."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any, ClassVar, Iterator, Sequence
+
+import torch
+
+from vispe.encodings.base import EncodingStack, PositionEncoding
+from vispe.encodings.builder import EncodingConfig, build_encoding
+from vispe.geometry import Positions, to_2tuple
+from vispe.registry import ENCODINGS
+
+SUPPORTED_HOOKS = frozenset({'embed', 'rotate'})
+
+
+@ENCODINGS.register_module()
+class RPE2D(PositionEncoding):
+    """Randomized 2D positional encoding (no public code; the 1D method is Ruoss et al., ACL 2023).
+
+    Training, at an h×w grid: rows ``sort(choice(H_max, h))`` and columns ``sort(choice(W_max, w))``
+    are drawn independently (distinct, sorted) once per batch, and token (i, j) gets position
+    (rows_i, cols_j); order and grid structure are kept while the spacing is random over
+    [0, H_max) × [0, W_max). Evaluation: contiguous positions (0…h−1) × (0…w−1), inside the training
+    support, so a larger test grid up to ``max_grid`` is interpolation for the base encoding.
+
+    The positions feed ``base``, an encoding that reads positions (``SinCos2D``, ``RoPEAxial``,
+    ``RoPEMixed``, ``FourierFeatures``, or ``LearnedAPE`` with a ``max_grid`` table whose cells are
+    read directly). Positions can be fixed from outside for reproducible runs: ``seed`` gives this
+    encoding its own generator, :meth:`fixed_positions` sets them for the forwards inside it, and
+    explicit ``Positions.coords`` are used as given.
+
+    Args:
+        base: the underlying encoding's config (model facts are passed on; ``grid_size`` becomes
+            ``max_grid``).
+        max_grid: (H_max, W_max).
+        seed: seed of a private generator for the training draws (default: torch's global RNG).
+
+    Shapes: as the base encoding.
+    """
+
+    family: ClassVar[str] = 'position sampler'
+    paper: ClassVar[str] = 'Liu, Hou et al., arXiv 2503.18719'
+    examples: ClassVar[tuple[dict, ...]] = ({'base': {'type': 'RoPEAxial'}, 'max_grid': 32},
+                                            {'base': {'type': 'LearnedAPE'}, 'max_grid': 32})
+
+    def __init__(self, base: EncodingConfig, max_grid: int | Sequence[int], seed: int | None = None,
+                 **context: Any) -> None:
+        super().__init__()
+        self.max_grid = to_2tuple(max_grid)
+        self.base = build_encoding(base, **{**context, 'grid_size': self.max_grid})
+        if isinstance(self.base, EncodingStack) or not self.base.active_hooks <= SUPPORTED_HOOKS:
+            raise ValueError(f'RPE2D feeds positions to one encoding that uses embed or rotate; '
+                             f'{type(self.base).__name__} uses {sorted(self.base.active_hooks)}.')
+        self.generator = None if seed is None else torch.Generator().manual_seed(seed)
+        self._fixed: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @property
+    def active_hooks(self) -> frozenset[str]:
+        return self.base.active_hooks
+
+    def sample_positions(self, grid_size: Sequence[int],
+                         generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sorted distinct rows in [0, H_max) and columns in [0, W_max) for an h×w grid."""
+        self.check_grid(grid_size)
+        generator = generator if generator is not None else self.generator
+        rows = torch.randperm(self.max_grid[0], generator=generator)[:grid_size[0]].sort().values
+        cols = torch.randperm(self.max_grid[1], generator=generator)[:grid_size[1]].sort().values
+        return rows, cols
+
+    def check_grid(self, grid_size: Sequence[int]) -> None:
+        if grid_size[0] > self.max_grid[0] or grid_size[1] > self.max_grid[1]:
+            raise ValueError(f'Grid {tuple(grid_size)} is larger than RPE2D max_grid {self.max_grid}: positions '
+                             f'would leave the trained range. Build it with max_grid >= the largest test grid.')
+
+    @contextlib.contextmanager
+    def fixed_positions(self, rows: torch.Tensor, cols: torch.Tensor) -> Iterator[None]:
+        """Use these row and column positions (1-D, length h and w) for the forwards inside the block."""
+        self._fixed = (torch.as_tensor(rows), torch.as_tensor(cols))
+        try:
+            yield
+        finally:
+            self._fixed = None
+
+    def rows_and_cols(self, grid_size: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """This forward's row and column positions: fixed, sampled (training) or contiguous (evaluation)."""
+        if self._fixed is not None:
+            rows, cols = self._fixed
+            if (len(rows), len(cols)) != tuple(grid_size):
+                raise ValueError(f'Fixed positions have {len(rows)} rows and {len(cols)} columns; the grid is '
+                                 f'{tuple(grid_size)}.')
+            return rows, cols
+        if self.training:
+            return self.sample_positions(grid_size)
+        self.check_grid(grid_size)
+        return torch.arange(grid_size[0]), torch.arange(grid_size[1])
+
+    def positions_for_base(self, pos: Positions) -> Positions:
+        """The positions the base encoding sees in this forward (built once per forward)."""
+        def build() -> Positions:
+            if not pos.has_default_coords:
+                return pos
+            rows, cols = self.rows_and_cols(pos.grid_size)
+            grid = torch.stack(torch.meshgrid(rows.float(), cols.float(), indexing='ij'), dim=-1)
+            return dataclasses.replace(pos, coords=grid.reshape(-1, 2).to(pos.device), _memo={})
+        return pos.memo(('rpe2d', id(self)), build)
+
+    def prepare(self, pos: Positions) -> None:
+        self.base.prepare(self.positions_for_base(pos))
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        return self.base.embed(x, self.positions_for_base(pos))
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+               layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.base.rotate(q, k, self.positions_for_base(pos), layer_idx)
+
+    def no_weight_decay(self) -> set[str]:
+        return {f'base.{name}' for name in self.base.no_weight_decay()}
+
+    def extra_repr(self) -> str:
+        return f'max_grid={self.max_grid}'
