@@ -1,0 +1,86 @@
+"""ComRoPE: block-wise rotation equals the dense matrix exponential; orthogonality; the RoPE equation."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vispe.encodings import ComRoPE
+from vispe.geometry import Positions
+
+VARIANTS = [('AP', 2), ('AP', 4), ('LD', 2), ('LD', 4), ('LD', 8)]
+
+
+def build(variant: str, block_size: int, **kwargs) -> ComRoPE:
+    return ComRoPE(head_dim=16, depth=2, num_heads=3, variant=variant, block_size=block_size, **kwargs)
+
+
+def dense_rotation(encoding: ComRoPE, positions: torch.Tensor, layer: int) -> torch.Tensor:
+    """exp of the full d×d generator Σ_a p_a A_a, built as the reference does: (heads, N, d, d)."""
+    skew = encoding.skew()[layer]
+    scalars = encoding.block_scalars(positions)[layer]
+    generators = scalars[None, :, :, None, None] * skew[:, None]
+    heads, tokens = generators.shape[:2]
+    full = torch.stack([torch.block_diag(*generators[h, n]) for h in range(heads) for n in range(tokens)])
+    return torch.linalg.matrix_exp(full).reshape(heads, tokens, 16, 16)
+
+
+@pytest.mark.parametrize('variant, block_size', VARIANTS)
+def test_blockwise_rotation_equals_dense_matrix_exp(variant, block_size) -> None:
+    encoding = build(variant, block_size)
+    pos = Positions((3, 4), 1)
+    q, k = torch.randn(2, 3, 13, 16), torch.randn(2, 3, 13, 16)
+    for layer in range(2):
+        rotated_q, rotated_k = encoding.rotate(q, k, pos, layer)
+        dense = dense_rotation(encoding, encoding.positions(pos), layer)
+        assert (rotated_q - (dense @ q.unsqueeze(-1)).squeeze(-1)).abs().max() <= 1e-5
+        assert (rotated_k - (dense @ k.unsqueeze(-1)).squeeze(-1)).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize('variant, block_size', VARIANTS)
+def test_rotation_is_orthogonal_and_satisfies_the_rope_equation(variant, block_size) -> None:
+    encoding = build(variant, block_size).double()
+    x, y = torch.rand(5, 2, dtype=torch.float64), torch.rand(5, 2, dtype=torch.float64)
+    rx, ry, ryx = (dense_rotation(encoding, p, 1) for p in (x, y, y - x))
+    eye = torch.eye(16, dtype=torch.float64)
+    assert (rx.transpose(-1, -2) @ rx - eye).abs().max() <= 1e-10
+    assert (rx.transpose(-1, -2) @ ry - ryx).abs().max() <= 1e-10
+
+
+def test_positions_are_normalised_and_the_cls_token_sits_at_the_centre() -> None:
+    encoding = build('AP', 2)
+    positions = encoding.positions(Positions((2, 4), 1))
+    assert torch.allclose(positions[0], torch.tensor([0.5, 0.5]))
+    assert torch.allclose(positions[1], torch.tensor([0.25, 0.125]))
+    assert torch.allclose(positions[-1], torch.tensor([0.75, 0.875]))
+    q = torch.randn(1, 3, 9, 16)
+    rotated, _ = encoding.rotate(q, q, Positions((2, 4), 1), 0)
+    assert not torch.allclose(rotated[:, :, 0], q[:, :, 0])
+
+
+def test_ap_blocks_alternate_row_and_column() -> None:
+    encoding = build('AP', 2)
+    positions = torch.tensor([[0.3, 0.7]])
+    assert torch.equal(encoding.block_scalars(positions)[0, 0], torch.tensor([0.3, 0.7] * 4))
+
+
+def test_ld_multipliers_are_shared_across_heads_and_per_layer() -> None:
+    encoding = build('LD', 4)
+    assert encoding.multiplier.shape == (2, 2, 4) and encoding.freqs.shape == (2, 3, 4, 4, 4)
+    assert encoding.no_weight_decay() == {'freqs', 'multiplier'}
+
+
+def test_perturbation_only_while_training_and_within_half_a_patch() -> None:
+    encoding = build('AP', 2, perturbation=1.0)
+    pos = Positions((4, 4), 0)
+    exact = encoding.eval().positions(pos)
+    jittered = encoding.train().positions(pos)
+    shift = (jittered - exact) * 4
+    assert shift.abs().max() <= 0.5 + 1e-6 and shift.abs().max() > 0
+    assert torch.equal(encoding.eval().positions(pos), exact)
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(ValueError, match="variant must be one of"):
+        build('XY', 2)
+    with pytest.raises(ValueError, match='divisible by 32'):
+        ComRoPE(head_dim=48, depth=1, num_heads=1, variant='AP', block_size=16)
