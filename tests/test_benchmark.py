@@ -1,0 +1,35 @@
+"""tools/benchmark.py runs in both modes and writes its CSV and JSON."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run_benchmark(repo_root, tmp_path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(repo_root / 'tools' / 'benchmark.py'), '--arch', 'vit_tiny_patch16_224',
+               '--sizes', '32', '64', '--batch', '1', '--repeats', '1', '--warmup', '0', '--out', str(tmp_path / 'b'),
+               *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_model_benchmark(repo_root, tmp_path) -> None:
+    result = run_benchmark(repo_root, tmp_path, '--encodings', 'RoPEAxial', 'ComRoPE')
+    assert result.returncode == 0, result.stderr
+    rows = json.loads((tmp_path / 'b.json').read_text())['rows']
+    labels = {row['model'] for row in rows}
+    assert {'timm (plain ViT)', 'NoPE', 'RoPEAxial', 'ComRoPE variant=AP', 'ComRoPE variant=LD'} <= labels
+    assert all(row['ratio_NoPE'] > 0 for row in rows)
+    assert (tmp_path / 'b.csv').read_text().startswith('size,model,seconds')
+
+
+@pytest.mark.slow
+def test_layer_benchmark_and_unknown_name(repo_root, tmp_path) -> None:
+    result = run_benchmark(repo_root, tmp_path, '--layer')
+    assert result.returncode == 0, result.stderr
+    assert 'ComRoPE LD b=2 dense d×d' in result.stdout
+    bad = run_benchmark(repo_root, tmp_path, '--encodings', 'RoPEAxal')
+    assert bad.returncode != 0 and "Did you mean 'RoPEAxial'" in bad.stderr

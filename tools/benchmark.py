@@ -1,0 +1,201 @@
+"""Speed (and, on CUDA, peak memory) of every encoding at every resolution, as ratios in one run.
+
+Model mode (default): a timm ViT architecture with each encoding, forward passes at each size; the
+baselines are plain timm (``timm.create_model``, fused SDPA) and vispe with NoPE, run in the same
+loop. Layer mode (``--layer``): one attention layer of the architecture (qkv, rotation, SDPA,
+projection) with each rotary encoding, its tables built on every call, against the same layer with
+no encoding ("plain SDPA") and, for ComRoPE, a dense formulation that materialises a d×d rotation
+per token as the reference code does.
+
+Timings are medians of interleaved repeats (every model once per round), so slow drifts of a shared
+machine hit all of them alike.
+
+    python tools/benchmark.py --arch vit_small_patch16_224 --encodings all --sizes 224 512 --batch 8
+    python tools/benchmark.py --layer --sizes 224 --batch 8 --threads 1
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import timm
+import torch
+
+import vispe
+from vispe.encodings import ComRoPE, PositionEncoding
+from vispe.geometry import Positions
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--arch', default='vit_small_patch16_224')
+    parser.add_argument('--encodings', nargs='+', default=['all'], help="registered names, or 'all'")
+    parser.add_argument('--sizes', type=int, nargs='+', default=[224, 512])
+    parser.add_argument('--batch', type=int, default=8)
+    parser.add_argument('--repeats', type=int, default=5)
+    parser.add_argument('--warmup', type=int, default=2)
+    parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    parser.add_argument('--timm-models', nargs='*', default=[],
+                        help='extra timm models to time alongside, e.g. vit_small_patch16_rope_mixed_224')
+    parser.add_argument('--layer', action='store_true', help='benchmark single attention layers')
+    parser.add_argument('--out', type=Path, default=None, help='write <out>.csv and <out>.json')
+    return parser.parse_args()
+
+
+def encoding_configs(names: list[str]) -> dict[str, dict]:
+    """One config per example of each named encoding, labelled by its options."""
+    if names == ['all']:
+        names = [info.name for info in vispe.list_encodings()]
+    configs = {}
+    for name in names:
+        cls = vispe.registry.ENCODINGS.get(name)
+        if cls is None:
+            vispe.build_encoding(name)  # raises the unknown-name error with the closest match
+        for options in cls.examples:
+            label = name + ''.join(f' {k}={v["type"] if isinstance(v, dict) else v}' for k, v in options.items())
+            configs[label] = dict(type=name, **options)
+    return configs
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
+def measure(runs: dict[str, Callable[[], object]], device: torch.device, repeats: int,
+            warmup: int) -> dict[str, dict[str, float]]:
+    """Median seconds (and CUDA peak bytes) per run, repeats interleaved across runs."""
+    times: dict[str, list[float]] = {label: [] for label in runs}
+    peaks: dict[str, float] = {}
+    for label, run in runs.items():
+        for _ in range(warmup):
+            run()
+        if device.type == 'cuda':
+            torch.cuda.reset_peak_memory_stats(device)
+            run()
+            synchronize(device)
+            peaks[label] = torch.cuda.max_memory_allocated(device)
+    for _ in range(repeats):
+        for label, run in runs.items():
+            synchronize(device)
+            start = time.perf_counter()
+            run()
+            synchronize(device)
+            times[label].append(time.perf_counter() - start)
+    return {label: dict(seconds=statistics.median(values), peak_bytes=peaks.get(label, float('nan')))
+            for label, values in times.items()}
+
+
+def model_runs(args: argparse.Namespace, size: int, device: torch.device,
+               models: dict[str, torch.nn.Module]) -> dict[str, Callable[[], object]]:
+    images = torch.randn(args.batch, 3, size, size, device=device)
+    return {label: (lambda model=model: model(images)) for label, model in models.items()}
+
+
+def build_models(args: argparse.Namespace, device: torch.device) -> dict[str, torch.nn.Module]:
+    torch.manual_seed(0)
+    models = {'timm (plain ViT)': timm.create_model(args.arch, pretrained=False, dynamic_img_size=True),
+              'NoPE': vispe.create_vit(args.arch, encoding='NoPE')}
+    for name in args.timm_models:
+        models[f'timm {name}'] = timm.create_model(name, pretrained=False, dynamic_img_size=True)
+    for label, cfg in encoding_configs(args.encodings).items():
+        if cfg['type'] == 'RPE2D':
+            patch = models['NoPE'].patch_embed.patch_size[0]
+            cfg = dict(cfg, max_grid=max(args.sizes) // patch)
+        models.setdefault(label, vispe.create_vit(args.arch, encoding=cfg))
+    return {label: model.to(device).eval() for label, model in models.items()}
+
+
+class DenseComRoPE(PositionEncoding):
+    """ComRoPE rotated the dense way: each token's blocks scattered into a d×d matrix, then R @ x."""
+
+    def __init__(self, encoding: ComRoPE) -> None:
+        super().__init__()
+        self.encoding = encoding
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+               layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        blocks = torch.linalg.matrix_exp(self.encoding.generators(pos)[layer_idx])
+        heads, tokens, num_blocks, b, _ = blocks.shape
+        dense = q.new_zeros(heads, tokens, num_blocks * b, num_blocks * b)
+        for j in range(num_blocks):
+            dense[..., j * b:(j + 1) * b, j * b:(j + 1) * b] = blocks[:, :, j]
+        dense = dense.expand(q.shape[0], -1, -1, -1, -1)
+        return (dense @ q.unsqueeze(-1)).squeeze(-1), (dense @ k.unsqueeze(-1)).squeeze(-1)
+
+
+def layer_runs(args: argparse.Namespace, size: int, device: torch.device) -> dict[str, Callable[[], object]]:
+    """One attention layer of the architecture (qkv, rotation, SDPA, projection), tables built per call."""
+    probe = vispe.create_vit(args.arch, encoding='NoPE')
+    attention = probe.blocks[0].attn.to(device).eval()
+    heads, head_dim = attention.num_heads, attention.head_dim
+    grid = (size // probe.patch_embed.patch_size[0],) * 2
+    x = torch.randn(args.batch, 1 + grid[0] * grid[1], probe.embed_dim, device=device)
+    context = dict(head_dim=head_dim, depth=1, num_heads=heads)
+    runs: dict[str, Callable[[], object]] = {'plain SDPA': lambda: attention(x)}
+    for label, cfg in [('RoPEAxial', dict(type='RoPEAxial')), ('RoPEMixed', dict(type='RoPEMixed')),
+                       ('ComRoPE AP b=2', dict(type='ComRoPE', variant='AP')),
+                       ('ComRoPE LD b=2', dict(type='ComRoPE', variant='LD')),
+                       ('ComRoPE LD b=8', dict(type='ComRoPE', variant='LD', block_size=8))]:
+        encoding = vispe.build_encoding(cfg, **context).to(device).eval()
+        runs[label] = lambda encoding=encoding: attention(x, Positions(grid, 1, device=device), encoding, 0)
+        if isinstance(encoding, ComRoPE):
+            dense = DenseComRoPE(encoding)
+            runs[f'{label} dense d×d'] = lambda dense=dense: attention(x, Positions(grid, 1, device=device), dense, 0)
+    return runs
+
+
+def print_table(rows: list[dict], baselines: list[str]) -> None:
+    header = ['size', 'model', 'ms', *[f'x {b}' for b in baselines], 'peak MB']
+    lines = [header]
+    for row in rows:
+        lines.append([str(row['size']), row['model'], f"{row['seconds'] * 1e3:.1f}",
+                      *[f"{row[f'ratio_{b}']:.3f}" for b in baselines],
+                      '-' if row['peak_bytes'] != row['peak_bytes'] else f"{row['peak_bytes'] / 2**20:.0f}"])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    for i, line in enumerate(lines):
+        print('  '.join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+        if i == 0:
+            print('  '.join('-' * width for width in widths))
+
+
+@torch.inference_mode()
+def main() -> int:
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    baselines = ['plain SDPA'] if args.layer else ['timm (plain ViT)', 'NoPE']
+    models = None if args.layer else build_models(args, device)
+    rows = []
+    for size in args.sizes:
+        runs = layer_runs(args, size, device) if args.layer else model_runs(args, size, device, models)
+        results = measure(runs, device, args.repeats, args.warmup)
+        for label, result in results.items():
+            row = dict(size=size, model=label, **result)
+            for baseline in baselines:
+                row[f'ratio_{baseline}'] = result['seconds'] / results[baseline]['seconds']
+            rows.append(row)
+    what = 'attention layer' if args.layer else args.arch
+    print(f'{what}, batch {args.batch}, {args.device}, {torch.get_num_threads()} threads, torch {torch.__version__}, '
+          f'median of {args.repeats} interleaved repeats')
+    print_table(rows, baselines)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.out.with_suffix('.csv'), 'w', newline='') as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        args.out.with_suffix('.json').write_text(json.dumps(dict(command=sys.argv, rows=rows), indent=1))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
