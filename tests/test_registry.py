@@ -44,7 +44,7 @@ def test_unknown_encoding_names_closest_and_lists_registered() -> None:
         vispe.build_encoding(dict(type='SinCos'))
     message = str(info.value)
     assert "Did you mean 'SinCos2D'?" in message
-    assert 'LearnedAPE, NoPE, RPE2D, RoPEAxial, RoPEMixed, SinCos2D' in message
+    assert 'LearnedAPE, LookHere, NoPE, PEG, RPE2D, RoPEAxial, RoPEMixed, SinCos2D, iRPE' in message
     assert 'custom_imports' in message
 
 

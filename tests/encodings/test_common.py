@@ -31,7 +31,7 @@ def test_output_shape_at_square_non_square_and_line_grids(config) -> None:
 @pytest.mark.parametrize('config', EXAMPLES, ids=IDS)
 def test_gradients_reach_every_encoding_parameter(config) -> None:
     vit = tiny_vit(config).train()
-    vit(torch.randn(2, 3, 24, 40)).square().mean().backward()
+    vit.forward_features(torch.randn(2, 3, 24, 40)).square().mean().backward()
     for param_name, param in vit.encoding.named_parameters():
         assert param.grad is not None and param.grad.abs().sum() > 0, param_name
 

@@ -73,3 +73,18 @@ def feature_grid_size(
             '. Resize or crop to a multiple of the patch size, or build the model with dynamic_img_pad=True '
             'to pad the image.')
     return height // patch_h, width // patch_w
+
+
+def relative_offsets(grid_size: Sequence[int], device: torch.device | str | None = None) -> torch.Tensor:
+    """Offsets between the patches of a grid: (N, N, 2) int64 of (row_i − row_j, col_i − col_j) for
+    query i and key j (row-major tokens)."""
+    coords = grid_coords(grid_size, device=device, dtype=torch.int64)
+    return coords[:, None, :] - coords[None, :, :]
+
+
+def pad_prefix(table: torch.Tensor, num_prefix_tokens: int, value: float | bool = 0) -> torch.Tensor:
+    """Pad the last two (query, key) axes of a (..., N, N) table with ``num_prefix_tokens`` leading
+    rows and columns of ``value``: the (..., prefix + N, prefix + N) table of the whole sequence."""
+    if num_prefix_tokens == 0:
+        return table
+    return torch.nn.functional.pad(table, (num_prefix_tokens, 0, num_prefix_tokens, 0), value=value)

@@ -1,0 +1,72 @@
+"""2D-ALiBi: per-head linear penalties on the 2D distance between patches (the LookHere paper's baseline)."""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.geometry import Positions, pad_prefix, relative_offsets
+from vispe.registry import ENCODINGS
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """ALiBi's geometric slopes m_h = 2^(−8(h+1)/H), h = 0…H−1 (Press et al., ICLR 2022)."""
+    return torch.exp2(-8.0 * torch.arange(1, num_heads + 1, dtype=torch.float64) / num_heads).float()
+
+
+@ENCODINGS.register_module()
+class ALiBi2D(PositionEncoding):
+    """2D ALiBi: ``bias[h, i, j] = −m_h · distance_scale · ‖p_i − p_j‖`` with patch positions p in patch
+    units and ALiBi's slopes m_h; prefix rows and columns are 0. The same bias serves every layer and
+    is built once per forward from a distance table cached per grid.
+
+    ``distance_scale`` is the test-time option: e.g. train_grid / test_grid keeps the penalty per
+    image fraction constant at a larger resolution.
+
+    Args:
+        num_heads, num_prefix_tokens: from the model.
+        distance_scale: factor on the distances.
+
+    Shapes: logits_bias -> (1, heads, L, L).
+    """
+
+    family: ClassVar[str] = 'bias'
+    paper: ClassVar[str] = 'Press et al., ICLR 2022 (ALiBi), 2D baseline of Fuller et al., NeurIPS 2024'
+
+    def __init__(self, num_heads: int, num_prefix_tokens: int = 1, distance_scale: float = 1.0) -> None:
+        super().__init__()
+        self.num_prefix_tokens = num_prefix_tokens
+        self.distance_scale = distance_scale
+        self.register_buffer('slopes', alibi_slopes(num_heads), persistent=False)
+        self._cache = TableCache()
+
+    def distances(self, pos: Positions) -> torch.Tensor:
+        """(L, L) Euclidean patch distances, 0 on prefix rows and columns (cached per grid)."""
+        if pos.num_prefix_tokens != self.num_prefix_tokens:
+            raise ValueError(f'ALiBi2D was built for {self.num_prefix_tokens} prefix tokens; the sequence has '
+                             f'{pos.num_prefix_tokens}. Build it with num_prefix_tokens={pos.num_prefix_tokens}.')
+        if not pos.has_default_coords:
+            raise ValueError('ALiBi2D measures integer grid distances; explicit coordinates are not supported.')
+
+        def build() -> torch.Tensor:
+            offsets = relative_offsets(pos.grid_size, device=pos.device).float()
+            return pad_prefix(offsets.square().sum(-1).sqrt(), pos.num_prefix_tokens)
+        return self._cache.get((pos.grid_size, pos.device), build)
+
+    def bias(self, pos: Positions) -> torch.Tensor:
+        """(1, heads, L, L), built once per forward."""
+        def build() -> torch.Tensor:
+            coef = -self.distance_scale * self.slopes.to(pos.device)
+            return (self.distances(pos) * coef[:, None, None]).unsqueeze(0)
+        return pos.memo(('alibi2d', id(self), self.distance_scale), build)
+
+    def prepare(self, pos: Positions) -> None:
+        self.bias(pos)
+
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+                    layer_idx: int) -> torch.Tensor | None:
+        return self.bias(pos)
+
+    def extra_repr(self) -> str:
+        return f'heads={len(self.slopes)}, distance_scale={self.distance_scale}'

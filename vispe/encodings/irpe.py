@@ -1,0 +1,193 @@
+"""iRPE: image relative position encoding (Wu et al., ICCV 2021; microsoft/Cream iRPE)."""
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.geometry import Positions, pad_prefix, relative_offsets
+from vispe.registry import ENCODINGS
+
+METHOD_ALIASES = {'euclidean': 'euclidean', 'euc': 'euclidean', 'quant': 'quant', 'cross': 'cross',
+                  'product': 'product'}
+MODE_ALIASES = {'bias': 'bias', 'contextual': 'contextual', 'ctx': 'contextual'}
+
+
+def piecewise_index(x: torch.Tensor, alpha: float, beta: float, gamma: float) -> torch.Tensor:
+    """The piecewise index function g of iRPE (Eq. 18), as the reference computes it.
+
+    ``g(x) = round(x)`` for |x| ≤ α, else ``sign(x)·min(β, round(α + ln(|x|/α)/ln(γ/α)·(β − α)))``;
+    the result is cast to int64, which truncates, so the effective clip is int(β).
+    """
+    magnitude = x.abs()
+    far = magnitude > alpha
+    spread = alpha + torch.log(magnitude.float().clamp(min=alpha) / alpha) / math.log(gamma / alpha) * (beta - alpha)
+    far_value = torch.sign(x) * spread.round().clamp(max=beta)
+    near_value = x.round() if x.is_floating_point() else x
+    return torch.where(far, far_value, near_value.to(far_value.dtype)).long()
+
+
+def num_buckets(method: str, ratio: float, num_prefix_tokens: int) -> int:
+    """Buckets of one table: (2·int(β)+1)² for product, 2·int(β)+1 otherwise, +1 for prefix tokens."""
+    side = 2 * int(2 * ratio) + 1
+    return (side * side if method == 'product' else side) + (1 if num_prefix_tokens > 0 else 0)
+
+
+def bucket_ids(method: str, grid_size: tuple[int, int], ratio: float, num_prefix_tokens: int,
+               device: torch.device | str | None = None) -> torch.Tensor:
+    """Bucket of every (query, key) pair, (A, prefix + N, prefix + N) int64, A = 2 for cross (rows,
+    cols) else 1. Offsets are query − key; every pair involving a prefix token uses the last bucket."""
+    alpha, beta, gamma = ratio, 2 * ratio, 8 * ratio
+    beta_int = int(beta)
+    diff = relative_offsets(grid_size, device=device)
+    rows, cols = diff[..., 0], diff[..., 1]
+    if method == 'product':
+        ids = [(piecewise_index(rows, alpha, beta, gamma) + beta_int) * (2 * beta_int + 1)
+               + piecewise_index(cols, alpha, beta, gamma) + beta_int]
+    elif method == 'euclidean':
+        distance = (rows.square() + cols.square()).float().sqrt().round()
+        ids = [piecewise_index(distance, alpha, beta, gamma) + beta_int]
+    elif method == 'quant':
+        ids = [piecewise_index(rows.square() + cols.square(), alpha, beta, gamma) + beta_int]
+    else:
+        ids = [piecewise_index(rows, alpha, beta, gamma) + beta_int, piecewise_index(cols, alpha, beta, gamma) + beta_int]
+    extra = num_buckets(method, ratio, num_prefix_tokens) - 1
+    return pad_prefix(torch.stack(ids), num_prefix_tokens, value=extra)
+
+
+@ENCODINGS.register_module()
+class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
+    """Image relative position encoding, all methods and modes of microsoft/Cream's iRPE.
+
+    Each (query i, key j) pair falls in a bucket b(i, j) of its offset pos_i − pos_j (method
+    ``euclidean``: g(round(‖Δ‖)); ``quant``: g(Δr² + Δc²); ``cross``: g(Δr) and g(Δc) in two tables,
+    summed; ``product``: (g(Δr), g(Δc)) jointly), with g the piecewise index function of α = r,
+    β = 2r, γ = 8r for ``ratio`` r. Pairs with a prefix token use one extra bucket. Per layer, with
+    s = d^-1/2 and tables zero-initialised as the reference:
+
+    * on k: bias ``e_ij += b_k[b(i,j)]``; contextual ``e_ij += s·q_iᵀ r_k[b(i,j)]``;
+    * on q: bias ``e_ij += b_q[b(j,i)]``; contextual ``e_ij += s·k_jᵀ r_q[b(j,i)]`` (reversed offset);
+    * on v (contextual only): ``out_i += Σ_j a_ij r_v[b(i,j)]`` (needs the probabilities).
+
+    q and k terms are additive logits and go to SDPA as its mask; the v term runs on the explicit
+    path, aggregating probabilities per bucket (O(L²) memory, not the reference's O(L²·d)). Bucket
+    ids are computed once per grid and cached; any grid shape works (the reference DeiT path assumes
+    a square). iRPE adds no absolute embedding: DeiT-with-iRPE is ``['LearnedAPE', dict(type='iRPE')]``.
+
+    Args:
+        head_dim: d.
+        num_heads: heads per layer.
+        depth: layers (each has its own tables).
+        num_prefix_tokens: prefix tokens of the model (one extra bucket if any).
+        method: 'product', 'cross', 'euclidean' ('euc') or 'quant'.
+        mode: 'contextual' ('ctx') or 'bias'.
+        on: any of 'q', 'k', 'v', e.g. 'k', 'qk', 'qkv'.
+        shared_head: one table for all heads.
+        ratio: r (1.9 in the released models: 7×7 + 1 = 50 product buckets).
+
+    Shapes: logits_bias -> (B|1, heads|1, L, L); transform_out (B, heads, L, d) -> same.
+    """
+
+    family: ClassVar[str] = 'bias'
+    paper: ClassVar[str] = 'Wu et al., ICCV 2021 (iRPE)'
+    examples: ClassVar[tuple[dict, ...]] = (
+        {'method': 'product', 'mode': 'contextual', 'on': 'qkv'},
+        {'method': 'cross', 'mode': 'bias', 'on': 'qk', 'shared_head': False},
+        {'method': 'euclidean', 'mode': 'contextual', 'on': 'k', 'ratio': 2.0},
+    )
+
+    def __init__(self, head_dim: int, num_heads: int, depth: int, num_prefix_tokens: int = 1,
+                 method: str = 'product', mode: str = 'contextual', on: str = 'k', shared_head: bool = True,
+                 ratio: float = 1.9) -> None:
+        super().__init__()
+        if method not in METHOD_ALIASES:
+            raise ValueError(f'iRPE method must be one of {sorted(METHOD_ALIASES)}; got {method!r}.')
+        if mode not in MODE_ALIASES:
+            raise ValueError(f'iRPE mode must be one of {sorted(MODE_ALIASES)}; got {mode!r}.')
+        if not on or set(on) - set('qkv'):
+            raise ValueError(f"iRPE 'on' is a combination of 'q', 'k', 'v' (e.g. 'qkv'); got {on!r}.")
+        self.method, self.mode, self.on = METHOD_ALIASES[method], MODE_ALIASES[mode], ''.join(sorted(set(on)))
+        if 'v' in self.on and self.mode == 'bias':
+            raise ValueError("iRPE on values exists only in contextual mode (the reference has no bias on v): "
+                             "use mode='contextual' or drop 'v' from on.")
+        self.ratio = ratio
+        self.depth = depth
+        self.num_prefix_tokens = num_prefix_tokens
+        self.scale = head_dim ** -0.5
+        self.num_buckets = num_buckets(self.method, ratio, num_prefix_tokens)
+        axes = 2 if self.method == 'cross' else 1
+        table_heads = 1 if shared_head else num_heads
+        nb = self.num_buckets
+        for side in 'qkv':
+            if side not in self.on:
+                self.register_parameter(f'lookup_{side}', None)
+                continue
+            if side == 'v':
+                shape = (depth, axes, table_heads, nb, head_dim)
+            elif self.mode == 'bias':
+                shape = (depth, axes, table_heads, nb)
+            else:
+                shape = (depth, axes, table_heads, head_dim, nb)
+            setattr(self, f'lookup_{side}', nn.Parameter(torch.zeros(shape)))
+        self._cache = TableCache()
+
+    def bucket_ids(self, pos: Positions) -> torch.Tensor:
+        """(A, L, L) bucket ids of this grid (cached by grid and device)."""
+        if pos.num_prefix_tokens != self.num_prefix_tokens:
+            raise ValueError(f'iRPE was built for {self.num_prefix_tokens} prefix tokens; the sequence has '
+                             f'{pos.num_prefix_tokens}. Build it with num_prefix_tokens={pos.num_prefix_tokens}.')
+        if not pos.has_default_coords:
+            raise ValueError('iRPE buckets integer grid offsets; explicit coordinates are not supported.')
+        key = (pos.grid_size, pos.device)
+        return self._cache.get(key, lambda: bucket_ids(self.method, pos.grid_size, self.ratio,
+                                                       self.num_prefix_tokens, pos.device))
+
+    def prepare(self, pos: Positions) -> None:
+        self.bucket_ids(pos)
+
+    def _logit_term(self, table: torch.Tensor, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Bias: table (heads|1, nb) -> (1, heads|1, L, L); contextual: table (heads|1, d, nb), x (B, H, L, d)
+        -> (B, H, L, L) with entry [i, j] = s·x_i · table[:, :, ids[i, j]]."""
+        if self.mode == 'bias':
+            return table[:, ids].unsqueeze(0)
+        lookup = (x * self.scale) @ table.to(x.dtype)
+        return lookup.gather(-1, ids.expand(*lookup.shape[:-1], ids.shape[-1]))
+
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+                    layer_idx: int) -> torch.Tensor | None:
+        if 'q' not in self.on and 'k' not in self.on:
+            return None
+        ids = self.bucket_ids(pos)
+        total = None
+        for axis in range(ids.shape[0]):
+            terms = []
+            if self.lookup_k is not None:
+                terms.append(self._logit_term(self.lookup_k[layer_idx, axis], q, ids[axis]))
+            if self.lookup_q is not None:
+                terms.append(self._logit_term(self.lookup_q[layer_idx, axis], k, ids[axis]).transpose(-1, -2))
+            for term in terms:
+                total = term if total is None else total + term
+        return total
+
+    def needs_probs(self, layer_idx: int) -> bool:
+        return self.lookup_v is not None
+
+    def transform_out(self, out: torch.Tensor, pos: Positions, layer_idx: int,
+                      probs: torch.Tensor | None = None) -> torch.Tensor:
+        if self.lookup_v is None:
+            return out
+        if probs is None:
+            raise ValueError('iRPE on values needs the attention probabilities (needs_probs is True).')
+        ids = self.bucket_ids(pos)
+        for axis in range(ids.shape[0]):
+            index = ids[axis].expand_as(probs)
+            per_bucket = probs.new_zeros(*probs.shape[:-1], self.num_buckets).scatter_add_(-1, index, probs)
+            out = out + per_bucket @ self.lookup_v[layer_idx, axis].to(probs.dtype)
+        return out
+
+    def extra_repr(self) -> str:
+        return (f'method={self.method!r}, mode={self.mode!r}, on={self.on!r}, ratio={self.ratio}, '
+                f'num_buckets={self.num_buckets}')

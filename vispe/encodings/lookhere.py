@@ -1,0 +1,243 @@
+"""LookHere: directional attention masks with distance penalties (Fuller et al., NeurIPS 2024)."""
+from __future__ import annotations
+
+from itertools import groupby
+from typing import ClassVar, Sequence
+
+import numpy as np
+import torch
+
+from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.geometry import Positions, pad_prefix, relative_offsets
+from vispe.registry import ENCODINGS
+
+# The penalty of masked keys: the reference replaces +inf by the largest bfloat16 before negating.
+MASKED_PENALTY = torch.finfo(torch.bfloat16).max
+
+# Shorthands of GreenCUBIC/lookhere: four heads each, a head being the directions it combines.
+SHORTHANDS: dict[str, tuple[tuple[str, ...], ...]] = {
+    'none': ((),) * 4,
+    'zero': (('zero',),) * 4,
+    'none1zero3': ((),) + (('zero',),) * 3,
+    'none2zero2': ((),) * 2 + (('zero',),) * 2,
+    'none3zero1': ((),) * 3 + (('zero',),),
+    'center': (('center',),) * 4,
+    'halves': (('up',), ('down',), ('left',), ('right',)),
+    'corners': (('up', 'left'), ('up', 'right'), ('down', 'left'), ('down', 'right')),
+    'triangles': (('tri_up',), ('tri_down',), ('tri_left',), ('tri_right',)),
+    'diagonals': (('diag_up_right',), ('diag_up_left',), ('diag_down_right',), ('diag_down_left',)),
+    'eighths1': (('tri_up', 'left'), ('tri_down', 'left'), ('tri_left', 'up'), ('tri_right', 'up')),
+    'eighths2': (('tri_up', 'right'), ('tri_down', 'right'), ('tri_left', 'down'), ('tri_right', 'down')),
+    'zerohalves': (('zero', 'up'), ('zero', 'down'), ('zero', 'left'), ('zero', 'right')),
+    'zerocorners': (('zero', 'up', 'left'), ('zero', 'up', 'right'), ('zero', 'down', 'left'),
+                    ('zero', 'down', 'right')),
+    'zerotriangles': (('zero', 'tri_up'), ('zero', 'tri_down'), ('zero', 'tri_left'), ('zero', 'tri_right')),
+}
+# vispe's names for the paper's fields of view (LH-180, LH-90, LH-45).
+ALIASES = {'lh180': 'halves', 'lh90': 'corners', 'eighths': 'triangles-eighths1-eighths2',
+           'lh45': 'triangles-eighths1-eighths2'}
+# How the reference spreads shorthands over heads: (parts, heads) -> (part, how many of its 4 heads) per group.
+HEAD_LAYOUTS: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {
+    (2, 6): ((0, 4), (1, 2)), (3, 6): ((0, 4), (1, 2)), (4, 6): ((0, 4), (1, 2)),
+    (2, 12): ((0, 4), (0, 4), (1, 4)), (2, 16): ((0, 4), (0, 4), (1, 4), (1, 4)),
+    (3, 12): ((0, 4), (1, 4), (2, 4)), (3, 16): ((0, 4), (0, 4), (1, 4), (2, 4)),
+    (4, 16): ((0, 4), (1, 4), (2, 4), (3, 4)),
+}
+UNDIRECTED = ('zero', 'center', 'none')
+DISTANCES = ('linear', 'sqrt', 'square')
+FILLS = ('inf', 'zero', 'max')
+
+
+def head_layout(directions: str, num_heads: int) -> tuple[list[str], list[tuple[str, ...]]]:
+    """(shorthand name per head, directions per head) for a config string such as 'halves-zero'."""
+    directions = ALIASES.get(directions, directions)
+    parts = directions.split('-')
+    unknown = [part for part in parts if part not in SHORTHANDS]
+    if unknown:
+        raise ValueError(f'Unknown LookHere directions {unknown}; known: {sorted(SHORTHANDS)} and aliases '
+                         f'{sorted(ALIASES)}, joined with "-".')
+    if len(parts) == 1:
+        # the reference: heads divisible by 4; vispe extends it to any count (the first heads of the cycle)
+        groups = ((0, 4),) * (num_heads // 4) + (((0, num_heads % 4),) if num_heads % 4 else ())
+    elif (len(parts), num_heads) in HEAD_LAYOUTS:
+        groups = HEAD_LAYOUTS[(len(parts), num_heads)]
+    else:
+        raise ValueError(f'LookHere spreads {len(parts)} shorthands over {num_heads} heads in no reference '
+                         f'layout; supported (parts, heads): one part with any heads, {sorted(HEAD_LAYOUTS)}.')
+    names, specs = [], []
+    for part, count in groups:
+        names += [parts[part]] * count
+        specs += list(SHORTHANDS[parts[part]][:count])
+    return names, specs
+
+
+def head_slopes(names: list[str]) -> np.ndarray:
+    """Per-head slopes as the reference, per run of heads with the same shorthand (n heads):
+    directional runs 2^-(1..n/4), each repeated 4 times; zero, center and none runs
+    [1/4, 1/16, 1/64, 1/256] for n = 4 (first two for n = 2, each repeated n/4 times for n = 4k).
+    Runs of other lengths (vispe's extension to any head count) take the first n of the same sequences."""
+    slopes = []
+    for name, group in groupby(names):
+        count = len(list(group))
+        if any(word in name for word in UNDIRECTED):
+            base = np.array([0.25, 0.0625, 0.015625, 0.00390625])
+            slopes.append(base[:2] if count == 2 else np.repeat(base, -(-count // 4))[:count])
+        else:
+            slopes.append(np.repeat(np.exp2(-np.arange(1, -(-count // 4) + 1)), 4)[:count])
+    return np.concatenate(slopes)
+
+
+def direction_masks(grid_size: Sequence[int], device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
+    """Masked keys (True) of each direction, (N, N) bool for query i and key j; y grows downward.
+
+    Half-planes are strict (a head sees its own row or column), 90° cones include their diagonals.
+    """
+    offsets = -relative_offsets(grid_size, device=device)
+    dy, dx = offsets[..., 0], offsets[..., 1]
+    masks = {'right': dx < 0, 'left': dx > 0, 'up': dy > 0, 'down': dy < 0,
+             'tri_up': ~(dy <= -dx.abs()), 'tri_down': ~(dy >= dx.abs()),
+             'tri_right': ~(dx >= dy.abs()), 'tri_left': ~(dx <= -dy.abs())}
+    for first in ('up', 'down'):
+        for second in ('left', 'right'):
+            masks[f'diag_{first}_{second}'] = masks[f'tri_{first}'] & masks[f'tri_{second}']
+    return masks
+
+
+@ENCODINGS.register_module()
+class LookHere(PositionEncoding):
+    """LookHere (Fuller et al., "LookHere: Vision Transformers with Directed Attention Generalize and
+    Extrapolate", NeurIPS 2024; GreenCUBIC/lookhere).
+
+    Head h of layer l looks only in its directions and pays for distance::
+
+        bias[l, h, i, j] = −g · s_l · s_h · D_h[i, j]     for visible keys,
+                         = −3.39e38 (the largest bfloat16) for masked keys (fill_with='inf')
+
+    with D the Euclidean patch distance (``distance``: linear, sqrt or square; 'center' heads use the
+    key's distance to the image centre, 'zero' heads no distance), g = ``global_slope``,
+    s_l = linspace(*layer_slopes, depth)[l] and s_h the reference's per-head slopes. Directions:
+    half-planes (up/down/left/right, strict, so the query's own row/column and itself stay
+    visible), 90° cones (tri_*), their unions (diag_*), and the shorthands of the reference
+    (halves, corners, triangles, diagonals, eighths1/2, zero*, none*, center), joined with '-' and
+    spread over heads as the reference does. Prefix rows and columns are 0. No row is ever fully
+    masked (the query sees itself).
+
+    Memory: the grid's distance map and per-head masks (bool) are built once per grid and cached;
+    each layer's bias is one ``where`` over them, since layers differ only by the scalar s_l (the
+    reference stores depth × heads float32 maps: 9.7 GB for ViT-B at 1024 px). By default biases
+    are full float32; ``reference_rounding=True`` reproduces the reference's bfloat16 rounding
+    (it computes in float64 and stores bfloat16 maps: up to 2⁻⁸ relative error).
+
+    Args:
+        num_heads, depth, num_prefix_tokens: from the model.
+        directions: config string, e.g. 'halves', 'corners', 'triangles-eighths1-eighths2' (alias
+            'eighths'), 'halves-zero' (6 heads).
+        global_slope: g (a test-time option: the paper lowers it at higher resolution).
+        layer_slopes: (first, last) of the linear layer schedule.
+        distance: 'linear', 'sqrt' or 'square'.
+        fill_with: what masked keys get: 'inf' (masked), 'zero' (no mask) or 'max' (the head's largest penalty).
+        reference_rounding: round biases to bfloat16 exactly as the reference.
+
+    Shapes: logits_bias -> (1, heads, L, L).
+    """
+
+    family: ClassVar[str] = 'bias'
+    paper: ClassVar[str] = 'Fuller et al., NeurIPS 2024 (LookHere)'
+    examples: ClassVar[tuple[dict, ...]] = ({'directions': 'halves'}, {'directions': 'corners', 'distance': 'sqrt'},
+                                            {'directions': 'zerotriangles', 'fill_with': 'max'})
+
+    def __init__(self, num_heads: int, depth: int, num_prefix_tokens: int = 1, directions: str = 'halves',
+                 global_slope: float = 1.0, layer_slopes: Sequence[float] = (1.5, 0.5), distance: str = 'linear',
+                 fill_with: str = 'inf', reference_rounding: bool = False) -> None:
+        super().__init__()
+        if distance not in DISTANCES:
+            raise ValueError(f'LookHere distance must be one of {DISTANCES}; got {distance!r}.')
+        if fill_with not in FILLS:
+            raise ValueError(f'LookHere fill_with must be one of {FILLS}; got {fill_with!r}.')
+        self.head_names, self.head_directions = head_layout(directions, num_heads)
+        self.head_slopes = head_slopes(self.head_names)
+        self.directions = directions
+        self.depth = depth
+        self.num_prefix_tokens = num_prefix_tokens
+        self.global_slope = global_slope
+        self.layer_slopes = tuple(float(s) for s in layer_slopes)
+        self.distance = distance
+        self.fill_with = fill_with
+        self.reference_rounding = reference_rounding
+        self._cache = TableCache(max_entries=2)
+
+    def layer_slope(self, layer_idx: int) -> float:
+        return float(np.linspace(self.layer_slopes[0], self.layer_slopes[1], self.depth)[layer_idx])
+
+    def build_maps(self, grid_size: tuple[int, int], device: torch.device) -> dict[str, torch.Tensor]:
+        """The per-grid tables: ``base`` (K, L, L) distance maps, ``kind`` (heads,) index into them,
+        ``masks`` (heads, L, L) bool, ``max`` (heads,) largest base value per head."""
+        dtype = torch.float64 if self.reference_rounding else torch.float32
+        offsets = relative_offsets(grid_size, device=device).to(dtype)
+        distance = offsets.square().sum(-1).sqrt()
+        if self.distance == 'sqrt':
+            distance = distance.sqrt()
+        elif self.distance == 'square':
+            distance = distance.square()
+        height, width = grid_size
+        centre = torch.tensor([(height - 1) / 2, (width - 1) / 2], dtype=dtype, device=device)
+        rows, cols = torch.meshgrid(torch.arange(height, device=device, dtype=dtype),
+                                    torch.arange(width, device=device, dtype=dtype), indexing='ij')
+        to_centre = (torch.stack([rows, cols], -1).reshape(-1, 2) - centre).square().sum(-1).sqrt()
+        candidates = {'dist': distance, 'center': to_centre.expand_as(distance), 'zero': torch.zeros_like(distance)}
+        kinds = []
+        for spec in self.head_directions:
+            undirected = [token for token in spec if token in ('center', 'zero')]
+            kinds.append(undirected[-1] if undirected else 'dist')
+        used = sorted(set(kinds), key=list(candidates).index)
+        directional = direction_masks(grid_size, device)
+        masks = torch.zeros(len(kinds), *distance.shape, dtype=torch.bool, device=device)
+        for head, spec in enumerate(self.head_directions):
+            for token in spec:
+                if token in directional:
+                    masks[head] |= directional[token]
+        base = torch.stack([candidates[kind] for kind in used])
+        kind_index = torch.tensor([used.index(kind) for kind in kinds], device=device)
+        return dict(base=pad_prefix(base, self.num_prefix_tokens), kind=kind_index,
+                    masks=pad_prefix(masks, self.num_prefix_tokens, value=False),
+                    max=base.amax(dim=(-1, -2))[kind_index])
+
+    def maps(self, pos: Positions) -> dict[str, torch.Tensor]:
+        if pos.num_prefix_tokens != self.num_prefix_tokens:
+            raise ValueError(f'LookHere was built for {self.num_prefix_tokens} prefix tokens; the sequence has '
+                             f'{pos.num_prefix_tokens}. Build it with num_prefix_tokens={pos.num_prefix_tokens}.')
+        if not pos.has_default_coords:
+            raise ValueError('LookHere masks the integer patch grid; explicit coordinates are not supported.')
+        key = (pos.grid_size, pos.device, self.distance, self.reference_rounding)
+        return self._cache.get(key, lambda: self.build_maps(pos.grid_size, pos.device))
+
+    def prepare(self, pos: Positions) -> None:
+        self.maps(pos)
+
+    def layer_bias(self, pos: Positions, layer_idx: int) -> torch.Tensor:
+        """(1, heads, L, L) float32 bias of one layer."""
+        maps = self.maps(pos)
+        layer_scale = self.global_slope * self.layer_slope(layer_idx)
+        slopes = torch.as_tensor(self.head_slopes, device=pos.device, dtype=maps['base'].dtype)
+        base = maps['base'][0] if maps['base'].shape[0] == 1 else maps['base'][maps['kind']]
+        if self.fill_with == 'inf':
+            fill = torch.full_like(slopes, MASKED_PENALTY)
+        elif self.fill_with == 'zero':
+            fill = torch.zeros_like(slopes)
+        else:
+            fill = layer_scale * (slopes * maps['max'])
+        if self.reference_rounding:
+            # the reference's order of operations in float64, then its bfloat16 maps, negated
+            penalty = torch.where(maps['masks'], fill[:, None, None], layer_scale * (slopes[:, None, None] * base))
+            return (penalty.to(torch.bfloat16) * -1.0).float().unsqueeze(0)
+        coef = -layer_scale * slopes
+        return torch.where(maps['masks'], -fill[:, None, None], base * coef[:, None, None]).unsqueeze(0)
+
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+                    layer_idx: int) -> torch.Tensor | None:
+        return self.layer_bias(pos, layer_idx)
+
+    def extra_repr(self) -> str:
+        return (f'directions={self.directions!r}, global_slope={self.global_slope}, layer_slopes={self.layer_slopes}, '
+                f'distance={self.distance!r}, fill_with={self.fill_with!r}, '
+                f'reference_rounding={self.reference_rounding}')
