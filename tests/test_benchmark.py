@@ -17,12 +17,14 @@ def run_benchmark(repo_root, tmp_path, *args: str) -> subprocess.CompletedProces
 
 @pytest.mark.slow
 def test_model_benchmark(repo_root, tmp_path) -> None:
-    result = run_benchmark(repo_root, tmp_path, '--encodings', 'RoPEAxial', 'ComRoPE')
+    result = run_benchmark(repo_root, tmp_path, '--encodings', 'RoPEAxial', 'LookHere', '--memory')
     assert result.returncode == 0, result.stderr
     rows = json.loads((tmp_path / 'b.json').read_text())['rows']
     labels = {row['model'] for row in rows}
-    assert {'timm (plain ViT)', 'NoPE', 'RoPEAxial', 'ComRoPE variant=AP', 'ComRoPE variant=LD'} <= labels
-    assert all(row['ratio_NoPE'] > 0 for row in rows)
+    assert {'timm (plain ViT)', 'NoPE', 'RoPEAxial', 'LookHere directions=halves'} <= labels
+    assert all(row['ratio_NoPE'] > 0 and row['peak_bytes'] > 0 for row in rows)
+    lookhere = [row for row in rows if row['model'] == 'LookHere directions=halves']
+    assert all(row['tables_bytes'] > 0 for row in lookhere)
     assert (tmp_path / 'b.csv').read_text().startswith('size,model,seconds')
 
 

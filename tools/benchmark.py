@@ -1,4 +1,4 @@
-"""Speed (and, on CUDA, peak memory) of every encoding at every resolution, as ratios in one run.
+"""Speed and peak memory of every encoding at every resolution, as ratios in one run.
 
 Model mode (default): a timm ViT architecture with each encoding, forward passes at each size; the
 baselines are plain timm (``timm.create_model``, fused SDPA) and vispe with NoPE, run in the same
@@ -8,7 +8,10 @@ no encoding ("plain SDPA") and, for ComRoPE, a dense formulation that materialis
 per token as the reference code does.
 
 Timings are medians of interleaved repeats (every model once per round), so slow drifts of a shared
-machine hit all of them alike.
+machine hit all of them alike. Peak memory: on CUDA, ``max_memory_allocated`` of one forward; on the
+CPU with ``--memory``, each model and size runs once more in a fresh process whose peak resident
+memory (Linux ``VmHWM``, reset before the forward) is measured over its resident memory before the
+forward. "tables MB" sums the grid tables an encoding keeps cached after the forwards.
 
     python tools/benchmark.py --arch vit_small_patch16_224 --encodings all --sizes 224 512 --batch 8
     python tools/benchmark.py --layer --sizes 224 --batch 8 --threads 1
@@ -17,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import ctypes
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,14 +33,17 @@ import timm
 import torch
 
 import vispe
-from vispe.encodings import ComRoPE, PositionEncoding
+from vispe.encodings import ComRoPE, PositionEncoding, TableCache
 from vispe.geometry import Positions
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--arch', default='vit_small_patch16_224')
-    parser.add_argument('--encodings', nargs='+', default=['all'], help="registered names, or 'all'")
+    parser.add_argument('--encodings', nargs='+', default=['all'],
+                        help="registered names (one row per example configuration), 'all', or 'none'")
+    parser.add_argument('--configs', nargs='+', default=[], type=json.loads,
+                        help='encoding configs as JSON, e.g. \'{"type": "iRPE", "on": "k"}\'')
     parser.add_argument('--sizes', type=int, nargs='+', default=[224, 512])
     parser.add_argument('--batch', type=int, default=8)
     parser.add_argument('--repeats', type=int, default=5)
@@ -45,7 +53,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--timm-models', nargs='*', default=[],
                         help='extra timm models to time alongside, e.g. vit_small_patch16_rope_mixed_224')
     parser.add_argument('--layer', action='store_true', help='benchmark single attention layers')
+    parser.add_argument('--memory', action='store_true', help='CPU: measure peak memory in fresh processes')
     parser.add_argument('--out', type=Path, default=None, help='write <out>.csv and <out>.json')
+    parser.add_argument('--probe', default=None, help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
@@ -53,6 +63,8 @@ def encoding_configs(names: list[str]) -> dict[str, dict]:
     """One config per example of each named encoding, labelled by its options."""
     if names == ['all']:
         names = [info.name for info in vispe.list_encodings()]
+    elif names == ['none']:
+        names = []
     configs = {}
     for name in names:
         cls = vispe.registry.ENCODINGS.get(name)
@@ -99,18 +111,68 @@ def model_runs(args: argparse.Namespace, size: int, device: torch.device,
     return {label: (lambda model=model: model(images)) for label, model in models.items()}
 
 
+def model_specs(args: argparse.Namespace) -> dict[str, dict | str]:
+    """label -> what to build: an encoding config, or the name of a timm model."""
+    specs: dict[str, dict | str] = {'timm (plain ViT)': args.arch, 'NoPE': {'type': 'NoPE'}}
+    for name in args.timm_models:
+        specs[f'timm {name}'] = name
+    patch = vispe.create_vit(args.arch, encoding='NoPE').patch_embed.patch_size[0]
+    configs = encoding_configs(args.encodings)
+    for cfg in args.configs:
+        configs[cfg['type'] + ''.join(f' {k}={v}' for k, v in cfg.items() if k != 'type')] = cfg
+    for label, cfg in configs.items():
+        if cfg['type'] == 'RPE2D':
+            cfg = dict(cfg, max_grid=max(args.sizes) // patch)
+        specs.setdefault(label, cfg)
+    return specs
+
+
+def build_model(arch: str, spec: dict | str) -> torch.nn.Module:
+    if isinstance(spec, str):
+        return timm.create_model(spec, pretrained=False, dynamic_img_size=True)
+    return vispe.create_vit(arch, encoding=spec)
+
+
 def build_models(args: argparse.Namespace, device: torch.device) -> dict[str, torch.nn.Module]:
     torch.manual_seed(0)
-    models = {'timm (plain ViT)': timm.create_model(args.arch, pretrained=False, dynamic_img_size=True),
-              'NoPE': vispe.create_vit(args.arch, encoding='NoPE')}
-    for name in args.timm_models:
-        models[f'timm {name}'] = timm.create_model(name, pretrained=False, dynamic_img_size=True)
-    for label, cfg in encoding_configs(args.encodings).items():
-        if cfg['type'] == 'RPE2D':
-            patch = models['NoPE'].patch_embed.patch_size[0]
-            cfg = dict(cfg, max_grid=max(args.sizes) // patch)
-        models.setdefault(label, vispe.create_vit(args.arch, encoding=cfg))
-    return {label: model.to(device).eval() for label, model in models.items()}
+    return {label: build_model(args.arch, spec).to(device).eval() for label, spec in model_specs(args).items()}
+
+
+def cached_table_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the grid tables the model's encodings keep cached."""
+    return sum(module._cache.nbytes() for module in model.modules() if isinstance(getattr(module, '_cache', None),
+                                                                                  TableCache))
+
+
+def _proc_status_kb(field: str) -> int:
+    for line in Path('/proc/self/status').read_text().splitlines():
+        if line.startswith(field + ':'):
+            return int(line.split()[1])
+    raise RuntimeError(f'/proc/self/status has no {field}: peak memory on the CPU needs Linux.')
+
+
+@torch.inference_mode()
+def probe_memory(request: str) -> None:
+    """In a fresh process: peak resident bytes of one forward above the resident bytes before it."""
+    spec = json.loads(request)
+    model = build_model(spec['arch'], spec['spec']).eval()
+    images = torch.randn(spec['batch'], 3, spec['size'], spec['size'])
+    ctypes.CDLL('libc.so.6').malloc_trim(0)
+    before = _proc_status_kb('VmRSS')
+    Path('/proc/self/clear_refs').write_text('5')
+    model(images)
+    print(json.dumps(dict(peak_bytes=(_proc_status_kb('VmHWM') - before) * 1024)))
+
+
+def measure_memory_in_subprocess(args: argparse.Namespace, spec: dict | str, size: int) -> float:
+    request = json.dumps(dict(arch=args.arch, spec=spec, size=size, batch=args.batch))
+    command = [sys.executable, __file__, '--probe', request]
+    if args.threads:
+        command += ['--threads', str(args.threads)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f'Memory probe for {spec} at {size} failed:\n{result.stderr}')
+    return float(json.loads(result.stdout.strip().splitlines()[-1])['peak_bytes'])
 
 
 class DenseComRoPE(PositionEncoding):
@@ -153,12 +215,15 @@ def layer_runs(args: argparse.Namespace, size: int, device: torch.device) -> dic
 
 
 def print_table(rows: list[dict], baselines: list[str]) -> None:
-    header = ['size', 'model', 'ms', *[f'x {b}' for b in baselines], 'peak MB']
+    header = ['size', 'model', 'ms', *[f'x {b}' for b in baselines], 'peak MB', 'tables MB']
+
+    def megabytes(value: float | None) -> str:
+        return '-' if value is None or value != value else f'{value / 2**20:.1f}'
     lines = [header]
     for row in rows:
         lines.append([str(row['size']), row['model'], f"{row['seconds'] * 1e3:.1f}",
                       *[f"{row[f'ratio_{b}']:.3f}" for b in baselines],
-                      '-' if row['peak_bytes'] != row['peak_bytes'] else f"{row['peak_bytes'] / 2**20:.0f}"])
+                      megabytes(row['peak_bytes']), megabytes(row.get('tables_bytes'))])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for i, line in enumerate(lines):
         print('  '.join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
@@ -171,15 +236,23 @@ def main() -> int:
     args = parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.probe:
+        probe_memory(args.probe)
+        return 0
     device = torch.device(args.device)
     baselines = ['plain SDPA'] if args.layer else ['timm (plain ViT)', 'NoPE']
     models = None if args.layer else build_models(args, device)
+    specs = None if args.layer else model_specs(args)
     rows = []
     for size in args.sizes:
         runs = layer_runs(args, size, device) if args.layer else model_runs(args, size, device, models)
         results = measure(runs, device, args.repeats, args.warmup)
         for label, result in results.items():
             row = dict(size=size, model=label, **result)
+            if models is not None:
+                row['tables_bytes'] = cached_table_bytes(models[label])
+                if args.memory and device.type == 'cpu':
+                    row['peak_bytes'] = measure_memory_in_subprocess(args, specs[label], size)
             for baseline in baselines:
                 row[f'ratio_{baseline}'] = result['seconds'] / results[baseline]['seconds']
             rows.append(row)

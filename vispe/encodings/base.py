@@ -169,10 +169,10 @@ class TableCache:
 
     def __init__(self, max_entries: int = 8) -> None:
         self.max_entries = max_entries
-        self._tables: OrderedDict[Hashable, torch.Tensor] = OrderedDict()
+        self._tables: OrderedDict[Hashable, Any] = OrderedDict()
         self.builds = 0
 
-    def get(self, key: Hashable, build: Callable[[], torch.Tensor]) -> torch.Tensor:
+    def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
         if key in self._tables:
             self._tables.move_to_end(key)
             return self._tables[key]
@@ -182,3 +182,11 @@ class TableCache:
         if len(self._tables) > self.max_entries:
             self._tables.popitem(last=False)
         return table
+
+    def nbytes(self) -> int:
+        """Memory held by the cached tables (tensors, or dicts of tensors)."""
+        total = 0
+        for table in self._tables.values():
+            tensors = table.values() if isinstance(table, dict) else [table]
+            total += sum(t.numel() * t.element_size() for t in tensors)
+        return total

@@ -87,19 +87,25 @@ def head_slopes(names: list[str]) -> np.ndarray:
     return np.concatenate(slopes)
 
 
-def direction_masks(grid_size: Sequence[int], device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
-    """Masked keys (True) of each direction, (N, N) bool for query i and key j; y grows downward.
+def direction_masks(grid_size: Sequence[int], tokens: set[str],
+                    device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
+    """Masked keys (True) of each direction token asked for, (N, N) bool for query i and key j.
 
-    Half-planes are strict (a head sees its own row or column), 90° cones include their diagonals.
+    y grows downward. Half-planes are strict (a head sees its own row or column), 90° cones
+    (tri_*) include their diagonals, diag_a_b is the union of the cones a and b.
     """
     offsets = -relative_offsets(grid_size, device=device)
     dy, dx = offsets[..., 0], offsets[..., 1]
-    masks = {'right': dx < 0, 'left': dx > 0, 'up': dy > 0, 'down': dy < 0,
-             'tri_up': ~(dy <= -dx.abs()), 'tri_down': ~(dy >= dx.abs()),
-             'tri_right': ~(dx >= dy.abs()), 'tri_left': ~(dx <= -dy.abs())}
-    for first in ('up', 'down'):
-        for second in ('left', 'right'):
-            masks[f'diag_{first}_{second}'] = masks[f'tri_{first}'] & masks[f'tri_{second}']
+    rules = {'right': lambda: dx < 0, 'left': lambda: dx > 0, 'up': lambda: dy > 0, 'down': lambda: dy < 0,
+             'tri_up': lambda: dy > -dx.abs(), 'tri_down': lambda: dy < dx.abs(),
+             'tri_right': lambda: dx < dy.abs(), 'tri_left': lambda: dx > -dy.abs()}
+    masks: dict[str, torch.Tensor] = {}
+    for token in sorted(tokens):
+        if token in rules:
+            masks[token] = rules[token]()
+        elif token.startswith('diag_'):
+            _, first, second = token.split('_')
+            masks[token] = rules[f'tri_{first}']() & rules[f'tri_{second}']()
     return masks
 
 
@@ -190,7 +196,7 @@ class LookHere(PositionEncoding):
             undirected = [token for token in spec if token in ('center', 'zero')]
             kinds.append(undirected[-1] if undirected else 'dist')
         used = sorted(set(kinds), key=list(candidates).index)
-        directional = direction_masks(grid_size, device)
+        directional = direction_masks(grid_size, {token for spec in self.head_directions for token in spec}, device)
         masks = torch.zeros(len(kinds), *distance.shape, dtype=torch.bool, device=device)
         for head, spec in enumerate(self.head_directions):
             for token in spec:
