@@ -8,23 +8,22 @@ import sys
 import pytest
 
 
-def run_benchmark(repo_root, tmp_path, *args: str) -> subprocess.CompletedProcess:
+def run_benchmark(repo_root, tmp_path, *args: str, sizes=('32', '64')) -> subprocess.CompletedProcess:
     command = [sys.executable, str(repo_root / 'tools' / 'benchmark.py'), '--arch', 'vit_tiny_patch16_224',
-               '--sizes', '32', '64', '--batch', '1', '--repeats', '1', '--warmup', '0', '--out', str(tmp_path / 'b'),
+               '--sizes', *sizes, '--batch', '1', '--repeats', '1', '--warmup', '0', '--out', str(tmp_path / 'b'),
                *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.slow
 def test_model_benchmark(repo_root, tmp_path) -> None:
-    result = run_benchmark(repo_root, tmp_path, '--encodings', 'RoPEAxial', 'LookHere', '--memory')
+    result = run_benchmark(repo_root, tmp_path, '--encodings', 'RoPEAxial', '--configs', '{"type": "LookHere"}',
+                           '--memory', sizes=('48',))
     assert result.returncode == 0, result.stderr
     rows = json.loads((tmp_path / 'b.json').read_text())['rows']
-    labels = {row['model'] for row in rows}
-    assert {'timm (plain ViT)', 'NoPE', 'RoPEAxial', 'LookHere directions=halves'} <= labels
+    assert [row['model'] for row in rows] == ['timm (plain ViT)', 'NoPE', 'RoPEAxial', 'LookHere']
     assert all(row['ratio_NoPE'] > 0 and row['peak_bytes'] > 0 for row in rows)
-    lookhere = [row for row in rows if row['model'] == 'LookHere directions=halves']
-    assert all(row['tables_bytes'] > 0 for row in lookhere)
+    assert rows[-1]['tables_bytes'] > 0 and rows[1]['tables_bytes'] == 0
     assert (tmp_path / 'b.csv').read_text().startswith('size,model,seconds')
 
 
