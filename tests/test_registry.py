@@ -82,3 +82,10 @@ def test_registering_a_new_encoding_in_process() -> None:
         assert torch.equal(encoding.embed(torch.zeros(1, 2, 3), None), torch.ones(1, 2, 3))
     finally:
         ENCODINGS.module_dict.pop('ShiftPE')
+
+
+def test_vispe_builds_ignore_a_foreign_default_scope() -> None:
+    with mm.DefaultScope.overwrite_default_scope('mmengine'):
+        model = MODELS.build(dict(type='ImageClassifier', backbone=dict(
+            type='TimmViT', model_name='vit_tiny_patch16_224', img_size=16, patch_size=8, depth=1, num_classes=2)))
+    assert isinstance(model.backbone, vispe.VisionTransformer)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create the virtual environment (if missing) and install vispe with its test dependencies.
+# Install the Debian packages vispe needs (as root; otherwise print the command), create the virtual
+# environment (if missing) and install vispe with its test dependencies.
 # Idempotent: re-installs only when pyproject.toml changed since the last run.
 # Usage: bash tools/setup_env.sh [VENV_DIR]   (default .venv)
 set -euo pipefail
@@ -10,6 +11,21 @@ python="${PYTHON:-python3}"
 if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "vispe needs Python >= 3.11; $python is $("$python" --version 2>&1). Set PYTHON=/path/to/python3.11." >&2
   exit 1
+fi
+
+# Debian packages the project needs: Fashion-MNIST (real data for training and evaluation, offline).
+debian_packages=(dataset-fashion-mnist)
+missing=()
+for package in "${debian_packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "Installing Debian packages: ${missing[*]}"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "vispe needs Debian packages that are not installed; run: sudo apt-get install -y ${missing[*]}" >&2
+  fi
 fi
 
 if [ ! -x "$venv/bin/python" ]; then

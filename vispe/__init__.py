@@ -6,6 +6,7 @@
 """
 from vispe.registry import ENCODINGS, METRICS, MODELS, DATASETS, TRANSFORMS, load_plugins  # noqa: I001 (compat first)
 from vispe.checkpoint import CheckpointMismatchError, load_checkpoint
+from vispe import datasets, evaluation  # noqa: F401 (registers datasets and metrics)
 from vispe.encodings import PositionEncoding, build_encoding, list_encodings
 from vispe.geometry import Positions
 from vispe.models import VisionTransformer, create_vit, retrofit

@@ -98,6 +98,10 @@ class VispeRegistry(mm.Registry):
         load_plugins()
 
     def build(self, cfg: Any, *args: Any, **kwargs: Any) -> Any:
+        """Build in vispe's scope unless the config names one (``_scope_``), whatever default scope an
+        earlier Runner left behind (mmengine would otherwise look in that scope's registry)."""
+        if isinstance(cfg, dict) and '_scope_' not in cfg:
+            cfg = type(cfg)({**cfg, '_scope_': self.scope})
         try:
             return super().build(cfg, *args, **kwargs)
         except KeyError as exc:
@@ -113,9 +117,9 @@ def _child(root: mm.Registry, *locations: str) -> VispeRegistry:
 
 MODELS = _child(mm.MODELS, 'vispe.encodings', 'vispe.models')
 ENCODINGS = MODELS
-DATASETS = _child(mm.DATASETS)
-TRANSFORMS = _child(mm.TRANSFORMS)
-METRICS = _child(mm.METRICS)
+DATASETS = _child(mm.DATASETS, 'vispe.datasets')
+TRANSFORMS = _child(mm.TRANSFORMS, 'vispe.datasets')
+METRICS = _child(mm.METRICS, 'vispe.evaluation')
 
 RUNNERS = _child(mm.RUNNERS)
 RUNNER_CONSTRUCTORS = _child(mm.RUNNER_CONSTRUCTORS)

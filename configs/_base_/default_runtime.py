@@ -1,0 +1,18 @@
+# Runtime shared by every config: vispe's registries, logging, checkpoints (best by top-1), seeding.
+default_scope = 'vispe'
+env_cfg = dict(cudnn_benchmark=False, mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
+               dist_cfg=dict(backend='gloo'))
+default_hooks = dict(
+    timer=dict(type='IterTimerHook'),
+    logger=dict(type='LoggerHook', interval=20),
+    param_scheduler=dict(type='ParamSchedulerHook'),
+    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=2, save_best='accuracy/top1', rule='greater'),
+    sampler_seed=dict(type='DistSamplerSeedHook'),
+)
+log_processor = dict(by_epoch=True, window_size=20)
+log_level = 'INFO'
+randomness = dict(seed=0, deterministic=False)
+load_from = None
+resume = False
+# best.pth / last.pth: weights and plain metadata only (load with weights_only=True; used by tools/test.py).
+custom_hooks = [dict(type='WeightsCheckpointHook', metric='accuracy/top1')]

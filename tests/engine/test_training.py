@@ -1,0 +1,81 @@
+"""Config-driven training through mmengine's Runner for every encoding config; resume; test.py on best.pth."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import vispe
+from vispe.engine import build_runner, load_config, named_unknown_types
+from vispe.registry import UnknownTypeError
+
+from ..conftest import REPO_ROOT
+
+CONFIGS = sorted((REPO_ROOT / 'configs' / 'vit').glob('vit-t2_*_fmnist-28.py'))
+SMALL = {'train_dataloader.dataset.subset': 64, 'train_dataloader.batch_size': 32,
+         'val_dataloader.dataset.subset': 40, 'test_dataloader.dataset.subset': 40, 'train_cfg.max_epochs': 1,
+         'default_hooks.logger.interval': 1, 'log_level': 'WARNING'}
+
+
+def small_runner(config: Path, work_dir: Path, **overrides):
+    cfg = load_config(config, {**SMALL, **overrides}, work_dir)
+    cfg.experiment_name = f'{config.stem}_{work_dir.name}'
+    return build_runner(cfg)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('config', CONFIGS, ids=lambda p: p.stem)
+def test_a_few_iterations_and_a_checkpoint_for_every_encoding(config, tmp_path) -> None:
+    runner = small_runner(config, tmp_path)
+    runner.train()
+    assert (tmp_path / 'epoch_1.pth').is_file()
+    best = torch.load(tmp_path / 'best.pth', weights_only=True)
+    assert 'accuracy/top1' in best['meta']['metrics']
+    fresh = small_runner(config, tmp_path / 'fresh')
+    vispe.load_checkpoint(fresh.model, tmp_path / 'best.pth')
+    for key, value in fresh.model.state_dict().items():
+        assert torch.equal(value, best['state_dict'][key]), key
+
+
+@pytest.mark.slow
+def test_resume_restores_epoch_and_optimizer_state(tmp_path) -> None:
+    config = REPO_ROOT / 'configs' / 'vit' / 'vit-t2_rope-mixed_fmnist-28.py'
+    small_runner(config, tmp_path).train()
+    saved = torch.load(tmp_path / 'epoch_1.pth', weights_only=False)
+    resumed = small_runner(config, tmp_path, resume=True, **{'train_cfg.max_epochs': 2})
+    resumed.load_or_resume()
+    assert resumed.train_loop.epoch == 1 and resumed.train_loop.iter == saved['meta']['iter'] == 2
+    state = resumed.optim_wrapper.optimizer.state_dict()['state']
+    assert all(torch.equal(state[i]['exp_avg'], saved['optimizer']['state'][i]['exp_avg']) for i in state)
+    resumed.train()
+    assert resumed.train_loop.epoch == 2 and (tmp_path / 'epoch_2.pth').is_file()
+
+
+def test_unknown_type_in_a_config_names_the_closest(tmp_path) -> None:
+    config = REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py'
+    cfg = load_config(config, {**SMALL, 'train_dataloader.dataset.type': 'FashionMNISt'}, tmp_path)
+    with pytest.raises(UnknownTypeError, match="Did you mean 'FashionMNIST'"), named_unknown_types():
+        build_runner(cfg).train()
+
+
+@pytest.mark.slow
+def test_train_and_test_tools(tmp_path) -> None:
+    config = REPO_ROOT / 'configs' / 'vit' / 'vit-t2_lookhere_fmnist-28.py'
+    options = [f'{key}={value}' for key, value in SMALL.items()]
+    train = subprocess.run([sys.executable, str(REPO_ROOT / 'tools' / 'train.py'), str(config), '--work-dir',
+                            str(tmp_path), '--cfg-options', *options], capture_output=True, text=True, timeout=600)
+    assert train.returncode == 0, train.stderr
+    test = subprocess.run([sys.executable, str(REPO_ROOT / 'tools' / 'test.py'), str(config), str(tmp_path / 'best.pth'),
+                           '--work-dir', str(tmp_path / 'test'), '--cfg-options', *options,
+                           'test_dataloader.dataset.image_size=56'], capture_output=True, text=True, timeout=600)
+    assert test.returncode == 0, test.stderr
+    metrics = json.loads(test.stdout.strip().splitlines()[-1])
+    assert set(metrics) == {'accuracy/top1', 'accuracy/top5'}
+    amp = subprocess.run([sys.executable, str(REPO_ROOT / 'tools' / 'train.py'), str(config), '--amp', '--work-dir',
+                          str(tmp_path / 'amp')], capture_output=True, text=True, timeout=600)
+    if not torch.cuda.is_available():
+        assert amp.returncode == 2 and 'needs a CUDA device' in amp.stderr

@@ -1,0 +1,54 @@
+"""Train a model from an mmengine config.
+
+    python tools/train.py configs/vit/vit-t2_rope-mixed_fmnist-28.py [--work-dir DIR] [--resume [CKPT]]
+        [--amp] [--cfg-options key=value ...] [--launcher pytorch]
+
+Writes mmengine's epoch checkpoints (for --resume), logs, and best.pth / last.pth (weights only) to
+the work dir (default work_dirs/<config name>).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mmengine.config import DictAction
+
+from vispe.engine import build_runner, load_config, named_unknown_types
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('config')
+    parser.add_argument('--work-dir', default=None)
+    parser.add_argument('--resume', nargs='?', const='auto', default=None,
+                        help='resume from the latest checkpoint of the work dir, or from the given one')
+    parser.add_argument('--amp', action='store_true', help='mixed precision (needs a CUDA device)')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
+                        help='override config entries, e.g. train_cfg.max_epochs=2')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
+    parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    cfg = load_config(args.config, args.cfg_options, args.work_dir)
+    cfg.launcher = args.launcher
+    if args.resume == 'auto':
+        cfg.resume, cfg.load_from = True, None
+    elif args.resume is not None:
+        cfg.resume, cfg.load_from = True, args.resume
+    if args.amp:
+        import torch
+        if not torch.cuda.is_available():
+            print('--amp needs a CUDA device (mmengine AmpOptimWrapper); none is available here.', file=sys.stderr)
+            return 2
+        cfg.optim_wrapper.type = 'AmpOptimWrapper'
+        cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+    with named_unknown_types():
+        build_runner(cfg).train()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

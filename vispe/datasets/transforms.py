@@ -1,0 +1,36 @@
+"""Image pipelines for classification at a training size and at other evaluation sizes."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torchvision.transforms.v2 as T
+
+EVAL_MODES = ('upsample', 'canvas')
+
+
+def classification_transform(image_size: int, source_size: int, train_augment: bool = False,
+                             crop_scale: Sequence[float] = (0.35, 1.0), eval_mode: str = 'upsample',
+                             mean: Sequence[float] = (0.5,), std: Sequence[float] = (0.5,)) -> T.Compose:
+    """uint8 (C, H, W) image -> normalised float (C, S, S) tensor, S = ``image_size``.
+
+    Training with ``train_augment``: random resized crop (area ``crop_scale``, aspect 3/4–4/3) and
+    horizontal flip. Evaluation: ``'upsample'`` resizes the whole image to S (bilinear, antialiased:
+    the LookHere protocol, objects grow); ``'canvas'`` keeps the source size and pads it with zeros
+    to S×S around the centre (objects keep their scale, the grid gains patches).
+    """
+    if eval_mode not in EVAL_MODES:
+        raise ValueError(f'eval_mode must be one of {EVAL_MODES}; got {eval_mode!r}.')
+    steps: list[torch.nn.Module] = []
+    if train_augment:
+        steps += [T.RandomResizedCrop(image_size, scale=tuple(crop_scale), antialias=True), T.RandomHorizontalFlip()]
+    elif eval_mode == 'canvas':
+        if image_size < source_size:
+            raise ValueError(f"eval_mode='canvas' pads a {source_size} px image; image_size {image_size} is smaller.")
+        before = (image_size - source_size) // 2
+        after = image_size - source_size - before
+        steps.append(T.Pad([before, before, after, after], fill=0))
+    elif image_size != source_size:
+        steps.append(T.Resize((image_size, image_size), antialias=True))
+    steps += [T.ToDtype(torch.float32, scale=True), T.Normalize(list(mean), list(std))]
+    return T.Compose(steps)
