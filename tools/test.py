@@ -12,20 +12,15 @@ import argparse
 import json
 import sys
 
-from mmengine.config import DictAction
-
 import vispe
-from vispe.engine import build_runner, load_config, named_unknown_types
+from vispe.engine import add_runner_arguments, build_runner, load_config, named_unknown_types
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
     parser.add_argument('checkpoint')
-    parser.add_argument('--work-dir', default=None)
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={})
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
-    parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
+    add_runner_arguments(parser)
     return parser.parse_args()
 
 

@@ -11,22 +11,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mmengine.config import DictAction
-
-from vispe.engine import build_runner, load_config, named_unknown_types
+from vispe.engine import add_runner_arguments, build_runner, load_config, named_unknown_types
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
-    parser.add_argument('--work-dir', default=None)
     parser.add_argument('--resume', nargs='?', const='auto', default=None,
                         help='resume from the latest checkpoint of the work dir, or from the given one')
     parser.add_argument('--amp', action='store_true', help='mixed precision (needs a CUDA device)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
-                        help='override config entries, e.g. train_cfg.max_epochs=2')
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
-    parser.add_argument('--local-rank', '--local_rank', type=int, default=0)
+    add_runner_arguments(parser)
     return parser.parse_args()
 
 

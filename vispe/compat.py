@@ -10,6 +10,8 @@ Two breakages, measured in ../shared/reference/ecosystem.md (B3):
 2. setuptools >= 82 ships no ``pkg_resources``; mmengine's ``is_installed``/``get_installed_path``
    import it, which breaks ``_base_ = 'pkg::...'`` and absolute ``read_base()`` imports. They are
    replaced by ``importlib`` equivalents where ``pkg_resources`` is missing.
+3. mmengine's PyTorch launcher calls ``torch.cuda.set_device`` unconditionally, so DDP on CPU (gloo)
+   fails without a GPU; on a machine without CUDA the process group is initialised directly.
 
 :func:`apply` is idempotent and runs when ``vispe.registry`` is imported.
 """
@@ -106,12 +108,19 @@ def _get_installed_path(package: str) -> str:
     return osp.dirname(spec.origin)
 
 
+def _init_dist_pytorch_cpu(backend: str, init_backend: str = 'torch', **kwargs: Any) -> None:
+    if init_backend != 'torch':
+        raise RuntimeError(f'Distributed init backend {init_backend!r} needs CUDA; on the CPU use the torch backend '
+                           f'(gloo).')
+    torch.distributed.init_process_group(backend=backend, **kwargs)
+
+
 def _has_pkg_resources() -> bool:
     return importlib.util.find_spec('pkg_resources') is not None
 
 
 def apply() -> None:
-    """Install both fixes into mmengine (idempotent)."""
+    """Install the fixes into mmengine (idempotent)."""
     global _applied
     if _applied:
         return
@@ -121,6 +130,10 @@ def apply() -> None:
     CheckpointLoader.register_scheme(prefixes='', loader=_load_from_local, force=True)
     if not getattr(Runner.resume, '__vispe_patched__', False):
         Runner.resume = _trusted_resume(Runner.resume)
+
+    if not torch.cuda.is_available():
+        import mmengine.dist.utils as dist_utils
+        dist_utils._init_dist_pytorch = _init_dist_pytorch_cpu
 
     if not _has_pkg_resources():
         import mmengine.config.config as config_module

@@ -10,6 +10,8 @@ default_hooks = dict(
     sampler_seed=dict(type='DistSamplerSeedHook'),
 )
 log_processor = dict(by_epoch=True, window_size=20)
+# DDP that also runs on CPU processes (tools/dist_train.sh with gloo); on GPUs it is mmengine's.
+model_wrapper_cfg = dict(type='vispe.AnyDeviceDistributedDataParallel', broadcast_buffers=False)
 log_level = 'INFO'
 randomness = dict(seed=0, deterministic=False)
 load_from = None

@@ -79,3 +79,22 @@ def test_train_and_test_tools(tmp_path) -> None:
                           str(tmp_path / 'amp')], capture_output=True, text=True, timeout=600)
     if not torch.cuda.is_available():
         assert amp.returncode == 2 and 'needs a CUDA device' in amp.stderr
+
+
+@pytest.mark.slow
+def test_two_process_ddp_on_cpu(tmp_path) -> None:
+    import os
+    import socket
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]
+    config = REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py'
+    env = dict(os.environ, PYTHON=sys.executable, PORT=str(port), OMP_NUM_THREADS='1')
+    result = subprocess.run(['bash', str(REPO_ROOT / 'tools' / 'dist_train.sh'), str(config), '2', '--work-dir',
+                             str(tmp_path), '--cfg-options', 'train_dataloader.dataset.subset=128',
+                             'train_dataloader.batch_size=32', 'val_dataloader.dataset.subset=40',
+                             'train_cfg.max_epochs=1'], capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 'Epoch(train) [1][2/2]' in result.stdout + result.stderr
+    best = torch.load(tmp_path / 'best.pth', weights_only=True)
+    assert not any(key.startswith('module.') for key in best['state_dict'])

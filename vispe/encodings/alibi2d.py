@@ -43,11 +43,7 @@ class ALiBi2D(PositionEncoding):
 
     def distances(self, pos: Positions) -> torch.Tensor:
         """(L, L) Euclidean patch distances, 0 on prefix rows and columns (cached per grid)."""
-        if pos.num_prefix_tokens != self.num_prefix_tokens:
-            raise ValueError(f'ALiBi2D was built for {self.num_prefix_tokens} prefix tokens; the sequence has '
-                             f'{pos.num_prefix_tokens}. Build it with num_prefix_tokens={pos.num_prefix_tokens}.')
-        if not pos.has_default_coords:
-            raise ValueError('ALiBi2D measures integer grid distances; explicit coordinates are not supported.')
+        self.check_sequence(pos, self.num_prefix_tokens)
 
         def build() -> torch.Tensor:
             offsets = relative_offsets(pos.grid_size, device=pos.device).float()

@@ -83,6 +83,16 @@ class PositionEncoding(nn.Module):
         """Names (relative to this module) of parameters to keep out of weight decay."""
         return set()
 
+    def check_sequence(self, pos: Positions, num_prefix_tokens: int, integer_grid: bool = True) -> None:
+        """Refuse positions this encoding was not built for: another prefix-token count, or explicit
+        coordinates when its tables index the integer grid."""
+        name = type(self).__name__
+        if pos.num_prefix_tokens != num_prefix_tokens:
+            raise ValueError(f'{name} was built for {num_prefix_tokens} prefix tokens; the sequence has '
+                             f'{pos.num_prefix_tokens}. Build it with num_prefix_tokens={pos.num_prefix_tokens}.')
+        if integer_grid and not pos.has_default_coords:
+            raise ValueError(f'{name} indexes the integer patch grid; explicit coordinates are not supported.')
+
     @classmethod
     def hooks(cls) -> tuple[str, ...]:
         """The hooks this encoding class overrides."""

@@ -136,11 +136,7 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
 
     def bucket_ids(self, pos: Positions) -> torch.Tensor:
         """(A, L, L) bucket ids of this grid (cached by grid and device)."""
-        if pos.num_prefix_tokens != self.num_prefix_tokens:
-            raise ValueError(f'iRPE was built for {self.num_prefix_tokens} prefix tokens; the sequence has '
-                             f'{pos.num_prefix_tokens}. Build it with num_prefix_tokens={pos.num_prefix_tokens}.')
-        if not pos.has_default_coords:
-            raise ValueError('iRPE buckets integer grid offsets; explicit coordinates are not supported.')
+        self.check_sequence(pos, self.num_prefix_tokens)
         key = (pos.grid_size, pos.device)
         return self._cache.get(key, lambda: bucket_ids(self.method, pos.grid_size, self.ratio,
                                                        self.num_prefix_tokens, pos.device))

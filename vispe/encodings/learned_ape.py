@@ -98,9 +98,7 @@ class LearnedAPE(PositionEncoding):
         return table
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        if pos.num_prefix_tokens != self.num_prefix_tokens:
-            raise ValueError(f'LearnedAPE was built for {self.num_prefix_tokens} prefix tokens, the model has '
-                             f'{pos.num_prefix_tokens}: build it with num_prefix_tokens={pos.num_prefix_tokens}.')
+        self.check_sequence(pos, self.num_prefix_tokens, integer_grid=False)
         if pos.has_default_coords:
             table = self.resampled(pos.grid_size)
         else:

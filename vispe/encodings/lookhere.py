@@ -209,11 +209,7 @@ class LookHere(PositionEncoding):
                     max=base.amax(dim=(-1, -2))[kind_index])
 
     def maps(self, pos: Positions) -> dict[str, torch.Tensor]:
-        if pos.num_prefix_tokens != self.num_prefix_tokens:
-            raise ValueError(f'LookHere was built for {self.num_prefix_tokens} prefix tokens; the sequence has '
-                             f'{pos.num_prefix_tokens}. Build it with num_prefix_tokens={pos.num_prefix_tokens}.')
-        if not pos.has_default_coords:
-            raise ValueError('LookHere masks the integer patch grid; explicit coordinates are not supported.')
+        self.check_sequence(pos, self.num_prefix_tokens)
         key = (pos.grid_size, pos.device, self.distance, self.reference_rounding)
         return self._cache.get(key, lambda: self.build_maps(pos.grid_size, pos.device))
 
