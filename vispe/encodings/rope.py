@@ -114,7 +114,7 @@ class RoPEMixed(PositionEncoding):
         super().__init__()
         _check_head_dim('RoPEMixed', head_dim)
         self.depth = depth
-        self.theta = theta
+        self.init_theta = theta
         self.position_scale = position_scale
         self.freqs = nn.Parameter(init_random_2d_freqs(head_dim, depth, num_heads, temperature=theta,
                                                        rotate=random_angles))
@@ -148,4 +148,4 @@ class RoPEMixed(PositionEncoding):
         return {'freqs'}
 
     def extra_repr(self) -> str:
-        return f'freqs={tuple(self.freqs.shape)}, theta={self.theta}, position_scale={self.position_scale}'
+        return f'freqs={tuple(self.freqs.shape)}, init_theta={self.init_theta}, position_scale={self.position_scale}'

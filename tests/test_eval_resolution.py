@@ -1,0 +1,79 @@
+"""tools/eval_resolution.py on tiny checkpoints: rows per size and model, outputs, errors."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+
+from vispe.registry import MODELS
+
+from .conftest import REPO_ROOT
+
+TOOL = REPO_ROOT / 'tools' / 'eval_resolution.py'
+
+
+def make_work_dir(root: Path, name: str) -> Path:
+    """A work dir as training leaves it: the dumped config and a weights-only best.pth."""
+    config = REPO_ROOT / 'configs' / 'vit' / f'vit-t2_{name}_fmnist-28.py'
+    work_dir = root / name
+    work_dir.mkdir()
+    cfg = Config.fromfile(str(config))
+    cfg.dump(str(work_dir / config.name))
+    torch.manual_seed(0)
+    model = MODELS.build(cfg.model)
+    torch.save({'state_dict': model.state_dict(), 'meta': {'epoch': 0}}, work_dir / 'best.pth')
+    return work_dir
+
+
+def run_tool(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_rows_per_model_and_size_and_outputs(tmp_path) -> None:
+    runs = [make_work_dir(tmp_path, name) for name in ('ape', 'lookhere')]
+    out = tmp_path / 'results' / 'extra'
+    result = run_tool(*map(str, runs), '--sizes', '28', '56', '--subset', '30', '--out', str(out),
+                      '--encoding-options', '56:global_slope=0.5')
+    assert result.returncode == 0, result.stderr
+    table = result.stdout.splitlines()
+    assert table[0].split() == ['model', '(top-1', '%)', '28', '56']
+    assert [line.split()[0] for line in table[2:4]] == ['ape', 'lookhere']
+    with open(out.with_suffix('.csv')) as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row['model'], row['size']) for row in rows] == [('ape', '28'), ('ape', '56'), ('lookhere', '28'),
+                                                             ('lookhere', '56')]
+    report = json.loads(out.with_suffix('.json').read_text())
+    assert report['encoding_options'] == {'56': {'global_slope': 0.5}}
+    assert len(report['runs'][0]['checkpoint_sha256']) == 64 and report['runs'][0]['dataset']['subset'] == 30
+    assert report['runs'][0]['train_size'] == 28
+    assert out.with_suffix('.png').read_bytes()[:4] == b'\x89PNG'
+
+
+@pytest.mark.slow
+def test_sizes_not_multiple_of_the_patch_and_unknown_options(tmp_path) -> None:
+    run = make_work_dir(tmp_path, 'ape')
+    odd = run_tool(str(run), '--sizes', '28', '35', '--subset', '10', '--out', str(tmp_path / 'o'))
+    assert odd.returncode != 0 and 'not multiples of the patch size 2' in odd.stderr and '--pad' in odd.stderr
+    padded = run_tool(str(run), '--sizes', '35', '--subset', '10', '--pad', '--out', str(tmp_path / 'p'))
+    assert padded.returncode == 0, padded.stderr
+    typo = run_tool(str(run), '--sizes', '28', '--subset', '10', '--encoding-options', 'all:global_slop=1',
+                    '--out', str(tmp_path / 't'))
+    assert typo.returncode != 0 and "has a test-time option 'global_slop'" in typo.stderr
+
+
+def test_config_and_checkpoint_pair(tmp_path) -> None:
+    run = make_work_dir(tmp_path, 'sincos')
+    config = next(run.glob('*.py'))
+    shutil.move(config, tmp_path / config.name)
+    result = run_tool(f'{tmp_path / config.name}::{run / "best.pth"}', '--sizes', '28', '--subset', '10',
+                      '--out', str(tmp_path / 'pair'))
+    assert result.returncode == 0, result.stderr
+    assert 'vit-t2_sincos_fmnist-28' in result.stdout

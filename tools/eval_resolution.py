@@ -1,0 +1,243 @@
+"""Evaluate trained models at several input sizes: which encoding holds up beyond the training size?
+
+    python tools/eval_resolution.py work_dirs/vit-t2_ape_fmnist-28 work_dirs/vit-t2_rope-mixed_fmnist-28 \\
+        --sizes 28 42 56 84 --out results/extrapolation [--encoding-options 56:global_slope=0.95 ...]
+
+A run is a work dir (its dumped config and best.pth) or ``CONFIG::CHECKPOINT``. For each run and size
+the config's test set is rebuilt at that size (``--eval-mode upsample`` resizes the image, the
+LookHere protocol; ``canvas`` pastes it on a larger canvas) and top-1/top-5 are measured. Test-time
+encoding options (RoPE ``theta``, ALiBi ``distance_scale``, LookHere ``global_slope``) are set per
+size with ``SIZE:name=value`` (or ``all:name=value``), on every run whose encodings have that
+option (an option no run has is an error). Prints a table; writes ``<out>.csv``,
+``<out>.json`` (command, configs, checkpoint hashes, dataset subset) and ``<out>.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from mmengine.config import Config
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+import vispe
+from vispe.engine import named_unknown_types
+from vispe.evaluation import Accuracy
+from vispe.registry import DATASETS, MODELS
+
+
+@dataclass
+class Run:
+    """One trained model: its label, config and checkpoint."""
+
+    label: str
+    config: Path
+    checkpoint: Path
+    results: dict[int, dict[str, float]] = field(default_factory=dict)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('runs', nargs='+', help='work dirs, or CONFIG::CHECKPOINT pairs')
+    parser.add_argument('--sizes', type=int, nargs='+', required=True)
+    parser.add_argument('--encoding-options', nargs='*', default=[], metavar='SIZE:NAME=VALUE',
+                        help='test-time encoding attributes per size, e.g. 56:global_slope=0.95 all:theta=160')
+    parser.add_argument('--eval-mode', choices=['upsample', 'canvas'], default='upsample')
+    parser.add_argument('--subset', type=int, default=None, help='balanced test subset (default: the config\'s)')
+    parser.add_argument('--batch-size', type=int, default=128)
+    parser.add_argument('--checkpoint-name', default='best.pth', help='checkpoint file inside a work dir')
+    parser.add_argument('--pad', action='store_true', help='pad sizes that are not a multiple of the patch size')
+    parser.add_argument('--out', type=Path, default=Path('results/extrapolation'))
+    return parser.parse_args()
+
+
+def resolve_run(spec: str, checkpoint_name: str) -> Run:
+    if '::' in spec:
+        config, checkpoint = (Path(part) for part in spec.split('::', 1))
+        return Run(config.stem, config, checkpoint)
+    work_dir = Path(spec)
+    if not work_dir.is_dir():
+        raise FileNotFoundError(f'{work_dir} is not a work dir; pass a work dir or CONFIG::CHECKPOINT.')
+    configs = sorted(work_dir.glob('*.py'))
+    if len(configs) != 1:
+        raise FileNotFoundError(f'{work_dir} should hold exactly one config (.py) dumped by training; found '
+                                f'{[c.name for c in configs]}. Pass CONFIG::CHECKPOINT instead.')
+    return Run(work_dir.name, configs[0], work_dir / checkpoint_name)
+
+
+def parse_encoding_options(items: list[str], sizes: list[int]) -> dict[int, dict[str, Any]]:
+    options: dict[int, dict[str, Any]] = {size: {} for size in sizes}
+    for item in items:
+        try:
+            where, assignment = item.split(':', 1)
+            name, text = assignment.split('=', 1)
+        except ValueError:
+            raise ValueError(f'--encoding-options takes SIZE:NAME=VALUE (or all:NAME=VALUE); got {item!r}.') from None
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+        targets = sizes if where == 'all' else [int(where)]
+        for size in targets:
+            if size not in options:
+                raise ValueError(f'--encoding-options names size {size}, which is not in --sizes {sizes}.')
+            options[size][name] = value
+    return options
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, 'rb') as handle:
+        for block in iter(lambda: handle.read(1 << 20), b''):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def option_owners(model: torch.nn.Module, name: str) -> list[vispe.PositionEncoding]:
+    """The model's encodings that have a plain (non-method, non-module) attribute ``name``."""
+    return [m for m in model.modules() if isinstance(m, vispe.PositionEncoding) and hasattr(m, name)
+            and not callable(getattr(m, name)) and not isinstance(getattr(m, name), torch.nn.Module)]
+
+
+def set_encoding_options(model: torch.nn.Module, options: dict[str, Any]) -> dict[tuple[Any, str], Any]:
+    """Set the options the model's encodings have; returns what to restore."""
+    previous = {}
+    for name, value in options.items():
+        for owner in option_owners(model, name):
+            previous[(owner, name)] = getattr(owner, name)
+            setattr(owner, name, value)
+    return previous
+
+
+def check_encoding_options(models: list[tuple[str, torch.nn.Module]], options: dict[int, dict[str, Any]]) -> None:
+    """Every option must belong to at least one run's encoding (a typo must not pass silently)."""
+    for name in {name for per_size in options.values() for name in per_size}:
+        if not any(option_owners(model, name) for _, model in models):
+            kinds = sorted({type(m).__name__ for _, model in models for m in model.modules()
+                            if isinstance(m, vispe.PositionEncoding)})
+            raise ValueError(f'No encoding of these runs ({", ".join(kinds)}) has a test-time option {name!r}.')
+
+
+@torch.inference_mode()
+def evaluate(model: torch.nn.Module, dataset: Any, batch_size: int, progress: tqdm) -> dict[str, float]:
+    metric = Accuracy(topk=(1, 5))
+    for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False):
+        metric.process(batch, model(batch['inputs'], batch['label'], mode='predict'))
+        progress.update(len(batch['label']))
+    return metric.compute_metrics(metric.results)
+
+
+def dataset_cfg(cfg: Config, size: int, eval_mode: str, subset: int | None) -> dict[str, Any]:
+    dataset = dict(cfg.test_dataloader.dataset)
+    dataset.update(image_size=size, eval_mode=eval_mode, train_augment=False)
+    if subset is not None:
+        dataset['subset'] = subset
+    return dataset
+
+
+def write_outputs(args: argparse.Namespace, runs: list[Run], options: dict[int, dict[str, Any]],
+                  datasets: dict[str, dict[str, Any]], train_sizes: dict[str, Any]) -> None:
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out.with_suffix('.csv'), 'w', newline='') as handle:
+        writer = csv.writer(handle)
+        writer.writerow(['model', 'size', 'top1', 'top5'])
+        for run in runs:
+            for size in args.sizes:
+                writer.writerow([run.label, size, f"{run.results[size]['top1']:.2f}", f"{run.results[size]['top5']:.2f}"])
+    report = dict(
+        command=' '.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), sizes=args.sizes, eval_mode=args.eval_mode,
+        encoding_options={str(k): v for k, v in options.items() if v},
+        runs=[dict(label=run.label, config=str(run.config), checkpoint=str(run.checkpoint),
+                   checkpoint_sha256=sha256(run.checkpoint), train_size=train_sizes[run.label],
+                   dataset=datasets[run.label], results={str(k): v for k, v in run.results.items()})
+              for run in runs])
+    args.out.with_suffix('.json').write_text(json.dumps(report, indent=1, default=str))
+    plot(args, runs, train_sizes)
+
+
+def plot(args: argparse.Namespace, runs: list[Run], train_sizes: dict[str, Any]) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    figure, axis = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    for run in runs:
+        axis.plot(args.sizes, [run.results[size]['top1'] for size in args.sizes], marker='o', label=run.label)
+    for size in {s for s in train_sizes.values() if isinstance(s, int)}:
+        axis.axvline(size, color='grey', linestyle=':', linewidth=1)
+    axis.set_xlabel(f'test size (px, {args.eval_mode})')
+    axis.set_ylabel('top-1 accuracy (%)')
+    axis.set_title('Accuracy vs input size (dotted: training size)')
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(args.out.with_suffix('.png'))
+    plt.close(figure)
+
+
+def print_table(runs: list[Run], sizes: list[int]) -> None:
+    header = ['model (top-1 %)', *[str(size) for size in sizes]]
+    rows = [[run.label, *[f"{run.results[size]['top1']:.2f}" for size in sizes]] for run in runs]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for i, row in enumerate([header, *rows]):
+        print('  '.join(cell.rjust(width) if j else cell.ljust(width) for j, (cell, width) in
+                        enumerate(zip(row, widths))))
+        if i == 0:
+            print('  '.join('-' * width for width in widths))
+
+
+def main() -> int:
+    args = parse_args()
+    runs = [resolve_run(spec, args.checkpoint_name) for spec in args.runs]
+    options = parse_encoding_options(args.encoding_options, args.sizes)
+    datasets: dict[str, dict[str, Any]] = {}
+    train_sizes: dict[str, Any] = {}
+    loaded = []
+    for run in runs:
+        cfg = Config.fromfile(str(run.config))
+        with named_unknown_types():
+            model = MODELS.build(cfg.model).eval()
+        vispe.load_checkpoint(model, run.checkpoint)
+        patch = getattr(getattr(model, 'backbone', model), 'patch_embed', None)
+        if patch is not None:
+            bad = [size for size in args.sizes if size % patch.patch_size[0]]
+            if bad and not args.pad:
+                raise ValueError(f'{run.label}: sizes {bad} are not multiples of the patch size {patch.patch_size[0]}; '
+                                 f'choose multiples, or pass --pad to pad images up to the next multiple.')
+            patch.dynamic_img_pad = args.pad
+        train_sizes[run.label] = cfg.get('train_dataloader', {}).get('dataset', {}).get('image_size')
+        loaded.append((run, cfg, model))
+    check_encoding_options([(run.label, model) for run, _, model in loaded], options)
+    total = 0
+    for run, cfg, _ in loaded:
+        for size in args.sizes:
+            total += len(DATASETS.build(dataset_cfg(cfg, size, args.eval_mode, args.subset)))
+            break
+    with tqdm(total=total * len(args.sizes), unit='img', desc='eval', file=sys.stderr) as progress:
+        for run, cfg, model in loaded:
+            for size in args.sizes:
+                progress.set_postfix_str(f'{run.label} @ {size}')
+                dataset_options = dataset_cfg(cfg, size, args.eval_mode, args.subset)
+                dataset = DATASETS.build(dataset_options)
+                datasets[run.label] = {k: v for k, v in dataset_options.items() if k != 'image_size'}
+                previous = set_encoding_options(model, options[size])
+                try:
+                    run.results[size] = evaluate(model, dataset, args.batch_size, progress)
+                finally:
+                    for (owner, name), value in previous.items():
+                        setattr(owner, name, value)
+    print_table(runs, args.sizes)
+    write_outputs(args, runs, options, datasets, train_sizes)
+    print(f'wrote {args.out.with_suffix(".csv")}, {args.out.with_suffix(".json")}, {args.out.with_suffix(".png")}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
