@@ -1,4 +1,4 @@
-"""The demo runs every registered encoding at 1x, 2x and 4x and prints the table."""
+"""The main job: trains each chosen encoding, evaluates at several sizes, prints the table, writes the plot."""
 from __future__ import annotations
 
 import subprocess
@@ -8,13 +8,21 @@ import pytest
 
 
 @pytest.mark.slow
-def test_demo_prints_a_row_per_encoding(repo_root) -> None:
+def test_demo_trains_evaluates_and_plots(repo_root, tmp_path) -> None:
+    out = tmp_path / 'results' / 'extra'
     result = subprocess.run(
-        [sys.executable, str(repo_root / 'tools' / 'demo.py'), '--img-size', '32', '--batch', '1', '--repeats', '1'],
-        capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert 'time/NoPE @128' in lines[1]
-    rows = {line.split()[0]: line.split() for line in lines[3:]}
-    assert {'NoPE', 'LearnedAPE', 'SinCos2D', 'FourierFeatures'} <= set(rows)
-    assert rows['NoPE'][-1] == '1.00'
+        [sys.executable, str(repo_root / 'tools' / 'demo.py'), '--encodings', 'ape', 'alibi2d', '--epochs', '2',
+         '--train-subset', '64', '--test-subset', '20', '--sizes', '28', '56', '--work-root', str(tmp_path / 'wd'),
+         '--out', str(out)], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 'trained vit-t2_ape_fmnist-28: 2 epochs of 64 images' in result.stdout
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith('vit-t2_')]
+    assert [row[0] for row in rows] == ['vit-t2_ape_fmnist-28', 'vit-t2_alibi2d_fmnist-28']
+    assert all(len(row) == 3 for row in rows)
+    assert out.with_suffix('.png').is_file() and out.with_suffix('.json').is_file()
+
+
+def test_demo_names_unknown_encodings(repo_root) -> None:
+    result = subprocess.run([sys.executable, str(repo_root / 'tools' / 'demo.py'), '--encodings', 'rope'],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "No config for ['rope']" in result.stderr and 'rope-mixed' in result.stderr
