@@ -29,3 +29,20 @@ def test_no_weight_decay_groups_follow_timm() -> None:
     assert {'backbone.cls_token', 'backbone.encoding.encodings.0.pos_embed', 'backbone.encoding.encodings.1.freqs',
             'backbone.blocks.0.attn.qkv.bias', 'backbone.norm.weight'} <= no_decay
     assert 'backbone.blocks.0.attn.qkv.weight' not in no_decay
+
+
+def test_classifier_losses_and_batch_augment() -> None:
+    from vispe.models import ImageClassifier
+    backbone = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 4))
+    logits_of = lambda x: backbone(x)  # noqa: E731
+    x, label = torch.randn(4, 3, 2, 2), torch.tensor([0, 1, 2, 3])
+    bce = ImageClassifier(backbone, loss='bce')
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(logits_of(x), torch.eye(4)[label])
+    assert torch.allclose(bce(x, label, mode='loss')['loss'], expected)
+    mixed = ImageClassifier(backbone, batch_augment=dict(mixup_alpha=0.8, cutmix_alpha=0.0, num_classes=4,
+                                                         label_smoothing=0.0))
+    torch.manual_seed(0)
+    loss = mixed(x, label, mode='loss')['loss']
+    assert torch.isfinite(loss) and loss.ndim == 0
+    predictions = mixed(x, label, mode='predict')
+    assert len(predictions) == 4 and torch.allclose(predictions[0]['scores'].sum(), torch.tensor(1.0))

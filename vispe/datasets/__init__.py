@@ -1,5 +1,6 @@
 """Datasets and their pipelines, registered in :data:`vispe.registry.DATASETS`."""
 from vispe.datasets.fashion_mnist import FashionMNIST
+from vispe.datasets.image_folder import ImageFolderDataset
 from vispe.datasets.transforms import classification_transform
 
-__all__ = ['FashionMNIST', 'classification_transform']
+__all__ = ['FashionMNIST', 'ImageFolderDataset', 'classification_transform']

@@ -6,6 +6,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from mmengine.model import BaseModel
+from timm.data import Mixup
 
 from vispe.registry import MODELS
 
@@ -14,29 +15,53 @@ from vispe.registry import MODELS
 class ImageClassifier(BaseModel):
     """Wraps a classification backbone (e.g. ``dict(type='TimmViT', ...)``) for mmengine.
 
-    ``forward(inputs, label, mode)``: 'loss' -> ``{'loss': cross-entropy}``; 'predict' -> one dict per
-    image with ``scores`` (num_classes,) and ``label``; 'tensor' -> logits (B, num_classes).
+    ``forward(inputs, label, mode)``: 'loss' -> ``{'loss': ...}``; 'predict' -> one dict per image with
+    ``scores`` (num_classes,) and ``label``; 'tensor' -> logits (B, num_classes).
 
     Args:
         backbone: config (or module) of a network mapping images (B, C, H, W) to logits.
-        label_smoothing: cross-entropy label smoothing.
+        label_smoothing: label smoothing of hard targets.
+        loss: 'ce' (softmax cross-entropy) or 'bce' (binary cross-entropy on one-hot or mixed targets).
+        batch_augment: timm ``Mixup`` arguments (mixup/cutmix on training batches), e.g.
+            ``dict(mixup_alpha=0.8, cutmix_alpha=1.0, num_classes=1000)``.
+        head_bias_init: constant for the classifier bias (LookHere: −6.9 ≈ log(1/1000) with BCE).
     """
 
-    def __init__(self, backbone: dict | torch.nn.Module, label_smoothing: float = 0.0,
+    def __init__(self, backbone: dict | torch.nn.Module, label_smoothing: float = 0.0, loss: str = 'ce',
+                 batch_augment: dict | None = None, head_bias_init: float | None = None,
                  data_preprocessor: dict | None = None, init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        if loss not in ('ce', 'bce'):
+            raise ValueError(f"loss must be 'ce' or 'bce'; got {loss!r}.")
         self.backbone = MODELS.build(backbone) if isinstance(backbone, dict) else backbone
         self.label_smoothing = label_smoothing
+        self.loss = loss
+        self.mixup = Mixup(**batch_augment) if batch_augment else None
+        if head_bias_init is not None:
+            torch.nn.init.constant_(self.backbone.get_classifier().bias, head_bias_init)
+
+    def loss_value(self, logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy (hard or soft targets) or binary cross-entropy (DeiT-III, LookHere)."""
+        if self.loss == 'bce':
+            if label.ndim == 1:
+                label = F.one_hot(label, logits.shape[-1]).to(logits.dtype)
+                label = label * (1 - self.label_smoothing) + self.label_smoothing / logits.shape[-1]
+            return F.binary_cross_entropy_with_logits(logits, label)
+        if label.ndim == 2:
+            return torch.sum(-label * F.log_softmax(logits, dim=-1), dim=-1).mean()
+        return F.cross_entropy(logits, label, label_smoothing=self.label_smoothing)
 
     def forward(self, inputs: torch.Tensor, label: torch.Tensor | None = None,
                 mode: str = 'tensor') -> Any:
-        logits = self.backbone(inputs)
-        if mode == 'tensor':
-            return logits
         if mode == 'loss':
             if label is None:
                 raise ValueError("mode='loss' needs labels: the dataset items must carry 'label'.")
-            return {'loss': F.cross_entropy(logits, label, label_smoothing=self.label_smoothing)}
+            if self.mixup is not None:
+                inputs, label = self.mixup(inputs, label)
+            return {'loss': self.loss_value(self.backbone(inputs), label)}
+        logits = self.backbone(inputs)
+        if mode == 'tensor':
+            return logits
         if mode == 'predict':
             scores = logits.float().softmax(-1)
             labels = label if label is not None else [None] * len(scores)

@@ -1,0 +1,24 @@
+# ImageNet-1k at 224 px in ImageFolder layout (datasets/imagenet/{train,val}/<class>/<image>).
+# Training: random resized crop, flip, RandAugment(2, 15) (one of the LookHere paper's two sweep settings;
+# its best runs used DeiT-III's 3-Augment, not provided here). Evaluation: the whole image resized (crop_pct 1.0).
+data_root = 'datasets/imagenet'
+train_dataloader = dict(
+    batch_size=256,  # per process: 8 processes give the recipe's 2048
+    num_workers=8,
+    persistent_workers=True,
+    sampler=dict(type='DefaultSampler', shuffle=True),
+    collate_fn=dict(type='default_collate'),
+    dataset=dict(type='ImageFolderDataset', root=data_root, split='train', image_size=224, train_augment=True,
+                 auto_augment='rand-m15-n2', re_prob=0.0),
+)
+val_dataloader = dict(
+    batch_size=256,
+    num_workers=8,
+    persistent_workers=True,
+    sampler=dict(type='DefaultSampler', shuffle=False),
+    collate_fn=dict(type='default_collate'),
+    dataset=dict(type='ImageFolderDataset', root=data_root, split='val', image_size=224, crop_pct=1.0),
+)
+test_dataloader = val_dataloader
+val_evaluator = dict(type='Accuracy', topk=(1, 5))
+test_evaluator = val_evaluator
