@@ -20,6 +20,7 @@ def test_demo_trains_evaluates_and_plots(repo_root, tmp_path) -> None:
     assert [row[0] for row in rows] == ['vit-t2_ape_fmnist-28', 'vit-t2_alibi2d_fmnist-28']
     assert all(len(row) == 3 for row in rows)
     assert out.with_suffix('.png').is_file() and out.with_suffix('.json').is_file()
+    assert (out.parent / 'attention_vit-t2_alibi2d_fmnist-28.png').read_bytes()[:4] == b'\x89PNG'
 
 
 def test_demo_names_unknown_encodings(repo_root) -> None:

@@ -53,3 +53,9 @@ def test_tool_writes_a_figure(repo_root, tmp_path) -> None:
                               str(next(run.glob('*.py'))), str(run / 'best.pth'), '--image', 'no-such.png',
                               '--sizes', '28', '--out', str(out)], capture_output=True, text=True, timeout=600)
     assert rollout.returncode != 0 and "not a file, and not 'fmnist:INDEX'" in rollout.stderr
+
+
+def test_photos_of_any_size_go_through_the_test_pipeline() -> None:
+    from vispe.datasets.transforms import classification_transform
+    photo = torch.randint(0, 256, (1, 512, 384), dtype=torch.uint8)
+    assert classification_transform(42, 28)(photo).shape == (1, 42, 42)

@@ -6,7 +6,9 @@ evaluate them at larger sizes, print the extrapolation table and write the plot.
 
 Each encoding is a config ``configs/vit/vit-t2_<name>_fmnist-28.py`` trained through mmengine's
 Runner on a balanced subset (shorter than the config's own schedule), then ``tools/eval_resolution.py``
-measures top-1 at every size on a balanced test subset.
+measures top-1 at every size on a balanced test subset, and ``tools/vis_attention.py`` draws the
+last model's per-head attention for the centre of a real photo (scikit-image's astronaut) at the
+first two sizes.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--sizes', type=int, nargs='+', default=[28, 42, 56, 84])
     parser.add_argument('--work-root', type=Path, default=Path('work_dirs/demo'))
     parser.add_argument('--out', type=Path, default=Path('results/demo/extrapolation'))
+    parser.add_argument('--image', default='skimage:astronaut', help='photo for the attention figure')
     return parser.parse_args()
 
 
@@ -64,6 +67,12 @@ def main() -> int:
     work_dirs = [train(name, args) for name in args.encodings]
     command = [sys.executable, str(REPO_ROOT / 'tools' / 'eval_resolution.py'), *map(str, work_dirs),
                '--sizes', *map(str, args.sizes), '--subset', str(args.test_subset), '--out', str(args.out)]
+    if subprocess.run(command).returncode != 0:
+        return 1
+    figure = args.out.parent / f'attention_{work_dirs[-1].name}.png'
+    command = [sys.executable, str(REPO_ROOT / 'tools' / 'vis_attention.py'), str(next(work_dirs[-1].glob('*.py'))),
+               str(work_dirs[-1] / 'best.pth'), '--image', args.image, '--sizes', *map(str, args.sizes[:2]),
+               '--query', 'center', '--heads', 'all', '--out', str(figure)]
     return subprocess.run(command).returncode
 
 

@@ -14,6 +14,9 @@ def classification_transform(image_size: int, source_size: int, train_augment: b
                              mean: Sequence[float] = (0.5,), std: Sequence[float] = (0.5,)) -> T.Compose:
     """uint8 (C, H, W) image -> normalised float (C, S, S) tensor, S = ``image_size``.
 
+    ``source_size`` is the dataset's native size (what ``'canvas'`` pads from); images of any size
+    are resized to S in training and ``'upsample'`` evaluation (a no-op at S).
+
     Training with ``train_augment``: random resized crop (area ``crop_scale``, aspect 3/4–4/3) and
     horizontal flip. Evaluation: ``'upsample'`` resizes the whole image to S (bilinear, antialiased:
     the LookHere protocol, objects grow); ``'canvas'`` keeps the source size and pads it with zeros
@@ -30,7 +33,7 @@ def classification_transform(image_size: int, source_size: int, train_augment: b
         before = (image_size - source_size) // 2
         after = image_size - source_size - before
         steps.append(T.Pad([before, before, after, after], fill=0))
-    elif image_size != source_size:
+    else:
         steps.append(T.Resize((image_size, image_size), antialias=True))
     steps += [T.ToDtype(torch.float32, scale=True), T.Normalize(list(mean), list(std))]
     return T.Compose(steps)
