@@ -153,7 +153,8 @@ def write_outputs(args: argparse.Namespace, runs: list[Run], options: dict[int, 
             for size in args.sizes:
                 writer.writerow([run.label, size, f"{run.results[size]['top1']:.2f}", f"{run.results[size]['top5']:.2f}"])
     report = dict(
-        command=' '.join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), sizes=args.sizes, eval_mode=args.eval_mode,
+        command=' '.join(['python', Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), sizes=args.sizes,
+        eval_mode=args.eval_mode,
         encoding_options={str(k): v for k, v in options.items() if v},
         runs=[dict(label=run.label, config=str(run.config), checkpoint=str(run.checkpoint),
                    checkpoint_sha256=sha256(run.checkpoint), train_size=train_sizes[run.label],
