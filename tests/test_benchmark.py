@@ -25,6 +25,22 @@ def test_model_benchmark(repo_root, tmp_path) -> None:
     assert all(row['ratio_NoPE'] > 0 and row['peak_bytes'] > 0 for row in rows)
     assert rows[-1]['tables_bytes'] > 0 and rows[1]['tables_bytes'] == 0
     assert (tmp_path / 'b.csv').read_text().startswith('size,model,seconds')
+    nope_params, lookhere_params = rows[1]['params'], rows[-1]['params']
+    assert nope_params == lookhere_params and rows[0]['params'] > nope_params  # timm's APE table
+    markdown = (tmp_path / 'b.md').read_text().splitlines()
+    assert markdown[2].startswith('`python tools/benchmark.py') and markdown[4].startswith('| size | model | ms |')
+    assert len([line for line in markdown if line.startswith('| 48 |')]) == len(rows)
+
+
+@pytest.mark.slow
+def test_forward_backward_benchmark(repo_root, tmp_path) -> None:
+    result = run_benchmark(repo_root, tmp_path, '--encodings', 'RoPEMixed', '--backward', sizes=('32',))
+    assert result.returncode == 0, result.stderr
+    assert 'forward + backward' in result.stdout
+    rows = json.loads((tmp_path / 'b.json').read_text())['rows']
+    assert rows[-1]['params'] > rows[1]['params']  # RoPEMixed learns its frequencies
+    layer = run_benchmark(repo_root, tmp_path, '--layer', '--backward', sizes=('32',))
+    assert layer.returncode == 0, layer.stderr
 
 
 @pytest.mark.slow

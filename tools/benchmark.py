@@ -7,6 +7,10 @@ projection) with each rotary encoding, its tables built on every call, against t
 no encoding ("plain SDPA") and, for ComRoPE, a dense formulation that materialises a d×d rotation
 per token as the reference code does.
 
+With ``--backward`` each step is a forward and a backward pass (sum of the logits, gradients of
+every parameter), the cost of a training step without the optimizer. "params" counts each model's
+parameters, so an encoding's own parameters are its difference to the NoPE row.
+
 Timings are medians of interleaved repeats (every model once per round), so slow drifts of a shared
 machine hit all of them alike. Peak memory: on CUDA, ``max_memory_allocated`` of one forward; on the
 CPU with ``--memory``, each model and size runs once more in a fresh process whose peak resident
@@ -15,6 +19,9 @@ forward. "tables MB" sums the grid tables an encoding keeps cached after the for
 
     python tools/benchmark.py --arch vit_small_patch16_224 --encodings all --sizes 224 512 --batch 8
     python tools/benchmark.py --layer --sizes 224 --batch 8 --threads 1
+    python tools/benchmark.py --encodings RoPEMixed LookHere --sizes 224 --backward --out benchmarks/train
+
+``--out PATH`` writes PATH.csv, PATH.json (with the command) and PATH.md (the table in markdown).
 """
 from __future__ import annotations
 
@@ -54,6 +61,7 @@ def parse_args() -> argparse.Namespace:
                         help='extra timm models to time alongside, e.g. vit_small_patch16_rope_mixed_224')
     parser.add_argument('--layer', action='store_true', help='benchmark single attention layers')
     parser.add_argument('--memory', action='store_true', help='CPU: measure peak memory in fresh processes')
+    parser.add_argument('--backward', action='store_true', help='time forward + backward instead of forward only')
     parser.add_argument('--out', type=Path, default=None, help='write <out>.csv and <out>.json')
     parser.add_argument('--probe', default=None, help=argparse.SUPPRESS)
     return parser.parse_args()
@@ -105,10 +113,20 @@ def measure(runs: dict[str, Callable[[], object]], device: torch.device, repeats
             for label, values in times.items()}
 
 
+def step(model: torch.nn.Module, images: torch.Tensor, backward: bool) -> None:
+    """One forward pass without autograd, or a forward and backward pass through every parameter."""
+    if not backward:
+        with torch.inference_mode():
+            model(images)
+        return
+    model.zero_grad(set_to_none=True)
+    model(images).float().sum().backward()
+
+
 def model_runs(args: argparse.Namespace, size: int, device: torch.device,
                models: dict[str, torch.nn.Module]) -> dict[str, Callable[[], object]]:
     images = torch.randn(args.batch, 3, size, size, device=device)
-    return {label: (lambda model=model: model(images)) for label, model in models.items()}
+    return {label: (lambda model=model: step(model, images, args.backward)) for label, model in models.items()}
 
 
 def model_specs(args: argparse.Namespace) -> dict[str, dict | str]:
@@ -151,21 +169,20 @@ def _proc_status_kb(field: str) -> int:
     raise RuntimeError(f'/proc/self/status has no {field}: peak memory on the CPU needs Linux.')
 
 
-@torch.inference_mode()
 def probe_memory(request: str) -> None:
-    """In a fresh process: peak resident bytes of one forward above the resident bytes before it."""
+    """In a fresh process: peak resident bytes of one step above the resident bytes before it."""
     spec = json.loads(request)
     model = build_model(spec['arch'], spec['spec']).eval()
     images = torch.randn(spec['batch'], 3, spec['size'], spec['size'])
     ctypes.CDLL('libc.so.6').malloc_trim(0)
     before = _proc_status_kb('VmRSS')
     Path('/proc/self/clear_refs').write_text('5')
-    model(images)
+    step(model, images, spec['backward'])
     print(json.dumps(dict(peak_bytes=(_proc_status_kb('VmHWM') - before) * 1024)))
 
 
 def measure_memory_in_subprocess(args: argparse.Namespace, spec: dict | str, size: int) -> float:
-    request = json.dumps(dict(arch=args.arch, spec=spec, size=size, batch=args.batch))
+    request = json.dumps(dict(arch=args.arch, spec=spec, size=size, batch=args.batch, backward=args.backward))
     command = [sys.executable, __file__, '--probe', request]
     if args.threads:
         command += ['--threads', str(args.threads)]
@@ -211,27 +228,39 @@ def layer_runs(args: argparse.Namespace, size: int, device: torch.device) -> dic
         if isinstance(encoding, ComRoPE):
             dense = DenseComRoPE(encoding)
             runs[f'{label} dense d×d'] = lambda dense=dense: attention(x, Positions(grid, 1, device=device), dense, 0)
-    return runs
+    if args.backward:
+        x.requires_grad_(True)
+        return {label: (lambda run=run: run().sum().backward()) for label, run in runs.items()}
+    return {label: (lambda run=run: torch.inference_mode()(run)()) for label, run in runs.items()}
 
 
-def print_table(rows: list[dict], baselines: list[str]) -> None:
-    header = ['size', 'model', 'ms', *[f'x {b}' for b in baselines], 'peak MB', 'tables MB']
-
+def table_cells(rows: list[dict], baselines: list[str]) -> list[list[str]]:
+    """The header and one line of formatted cells per row."""
     def megabytes(value: float | None) -> str:
         return '-' if value is None or value != value else f'{value / 2**20:.1f}'
-    lines = [header]
+
+    def millions(value: int | None) -> str:
+        return '-' if value is None else f'{value / 1e6:.3f}M'
+    lines = [['size', 'model', 'ms', *[f'x {b}' for b in baselines], 'peak MB', 'tables MB', 'params']]
     for row in rows:
         lines.append([str(row['size']), row['model'], f"{row['seconds'] * 1e3:.1f}",
                       *[f"{row[f'ratio_{b}']:.3f}" for b in baselines],
-                      megabytes(row['peak_bytes']), megabytes(row.get('tables_bytes'))])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    for i, line in enumerate(lines):
-        print('  '.join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
-        if i == 0:
-            print('  '.join('-' * width for width in widths))
+                      megabytes(row['peak_bytes']), megabytes(row.get('tables_bytes')), millions(row.get('params'))])
+    return lines
 
 
-@torch.inference_mode()
+def aligned_table(lines: list[list[str]]) -> str:
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    text = ['  '.join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
+    return '\n'.join([text[0], '  '.join('-' * width for width in widths), *text[1:]])
+
+
+def markdown_table(lines: list[list[str]]) -> str:
+    numeric = [i for i, cell in enumerate(lines[1]) if i != 1] if len(lines) > 1 else []
+    rule = ['---:' if i in numeric else '---' for i in range(len(lines[0]))]
+    return '\n'.join('| ' + ' | '.join(line) + ' |' for line in [lines[0], rule, *lines[1:]])
+
+
 def main() -> int:
     args = parse_args()
     if args.threads:
@@ -251,22 +280,27 @@ def main() -> int:
             row = dict(size=size, model=label, **result)
             if models is not None:
                 row['tables_bytes'] = cached_table_bytes(models[label])
+                row['params'] = sum(p.numel() for p in models[label].parameters())
                 if args.memory and device.type == 'cpu':
                     row['peak_bytes'] = measure_memory_in_subprocess(args, specs[label], size)
             for baseline in baselines:
                 row[f'ratio_{baseline}'] = result['seconds'] / results[baseline]['seconds']
             rows.append(row)
     what = 'attention layer' if args.layer else args.arch
-    print(f'{what}, batch {args.batch}, {args.device}, {torch.get_num_threads()} threads, torch {torch.__version__}, '
-          f'median of {args.repeats} interleaved repeats')
-    print_table(rows, baselines)
+    title = (f"{what}, {'forward + backward' if args.backward else 'forward'}, batch {args.batch}, {args.device}, "
+             f'{torch.get_num_threads()} threads, torch {torch.__version__}, median of {args.repeats} interleaved repeats')
+    cells = table_cells(rows, baselines)
+    print(title)
+    print(aligned_table(cells))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with open(args.out.with_suffix('.csv'), 'w', newline='') as handle:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-        args.out.with_suffix('.json').write_text(json.dumps(dict(command=sys.argv, rows=rows), indent=1))
+        command = ' '.join(['python', 'tools/benchmark.py', *sys.argv[1:]])
+        args.out.with_suffix('.json').write_text(json.dumps(dict(command=command, title=title, rows=rows), indent=1))
+        args.out.with_suffix('.md').write_text(f'{title}\n\n`{command}`\n\n{markdown_table(cells)}\n')
     return 0
 
 
