@@ -57,6 +57,7 @@ class Attention(TimmAttention):
             encoding: PositionEncoding | None = None,
             layer_idx: int = 0,
             attn_mask: torch.Tensor | None = None,
+            qk_embed: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Args:
             x: (B, N, C) tokens.
@@ -65,10 +66,16 @@ class Attention(TimmAttention):
             layer_idx: index of the block, for per-layer encodings.
             attn_mask: optional extra mask, bool (True = attend) or additive float,
                 broadcastable to (B, heads, N, N).
+            qk_embed: optional (B|1, N, C) added to the input of the query and key projections only,
+                not of the values (DETR adds its position embedding this way in every layer).
         """
         B, N, _ = x.shape
         gate = self.gate(x).sigmoid() if self.gate is not None else None
-        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        qkv = self.qkv(x)
+        if qk_embed is not None:
+            query_key = F.linear(qk_embed.to(x.dtype), self.qkv.weight[:2 * self.attn_dim])
+            qkv = qkv + F.pad(query_key, (0, self.attn_dim))
+        q, k, v = qkv.reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         q, k = self.q_norm(q), self.k_norm(k)
 
         hooks = encoding.active_hooks if encoding is not None else frozenset()

@@ -3,6 +3,7 @@ from vispe.encodings.alibi2d import ALiBi2D
 from vispe.encodings.base import HOOK_NAMES, EncodingStack, PositionEncoding, TableCache
 from vispe.encodings.builder import EncodingInfo, EncodingTable, build_encoding, list_encodings
 from vispe.encodings.comrope import ComRoPE
+from vispe.encodings.detr_sine import DETRSine, detr_sine_embedding
 from vispe.encodings.fourier import FourierFeatures
 from vispe.encodings.irpe import iRPE
 from vispe.encodings.learned_ape import LearnedAPE
@@ -14,7 +15,7 @@ from vispe.encodings.rpe2d import RPE2D
 from vispe.encodings.sincos2d import SinCos2D, sincos_2d_embedding
 
 __all__ = [
-    'ALiBi2D', 'ComRoPE', 'EncodingInfo', 'EncodingStack', 'EncodingTable', 'FourierFeatures', 'HOOK_NAMES',
+    'ALiBi2D', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable', 'FourierFeatures', 'HOOK_NAMES',
     'LearnedAPE', 'LookHere', 'NoPE', 'PEG', 'PositionEncoding', 'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D',
-    'TableCache', 'build_encoding', 'iRPE', 'list_encodings', 'sincos_2d_embedding',
+    'TableCache', 'build_encoding', 'detr_sine_embedding', 'iRPE', 'list_encodings', 'sincos_2d_embedding',
 ]

@@ -79,7 +79,9 @@ class ComRoPE(PositionEncoding):
         coords = pos.patch_coords().float()
         if self.training and self.perturbation > 0:
             coords = coords + (torch.randn_like(coords) * self.perturbation * 0.5).clamp(-0.5, 0.5)
-        normalised = (coords + 0.5) / coords.new_tensor(pos.grid_size)
+        sizes = pos.real_grid_sizes()
+        extent = coords.new_tensor(pos.grid_size) if sizes is None else sizes[:, None, :].to(coords.dtype)
+        normalised = (coords + 0.5) / extent
         prefix = normalised.new_full((*normalised.shape[:-2], pos.num_prefix_tokens, 2), self.cls_position)
         return torch.cat([prefix, normalised], dim=-2)
 

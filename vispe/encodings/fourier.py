@@ -62,7 +62,9 @@ class FourierFeatures(PositionEncoding):
         """(N, 2) or (B, N, 2) (row, col) patch centres fed to the features."""
         centres = pos.patch_coords() + 0.5
         if self.normalize:
-            centres = centres / centres.new_tensor(pos.grid_size)
+            sizes = pos.real_grid_sizes()
+            extent = centres.new_tensor(pos.grid_size) if sizes is None else sizes[:, None, :].to(centres.dtype)
+            centres = centres / extent
         return centres
 
     def encode(self, positions: torch.Tensor) -> torch.Tensor:

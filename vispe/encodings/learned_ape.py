@@ -72,6 +72,22 @@ class LearnedAPE(PositionEncoding):
             antialias=self.antialias,
         )
 
+    def per_image(self, sizes: torch.Tensor, grid_size: tuple[int, int]) -> torch.Tensor:
+        """(B, [prefix +] h·w, C): each image's table resampled to its real grid (``sizes`` (B, 2)) and
+        placed in the top-left of the padded ``grid_size`` grid (zeros on padding); one resampling per
+        distinct size."""
+        prefix = self.table_prefix_tokens
+        height, width = grid_size
+        table = self.pos_embed.new_zeros(len(sizes), prefix + height * width, self.pos_embed.shape[-1])
+        for size in torch.unique(sizes, dim=0).tolist():
+            rows, cols = size
+            resampled = self.resampled((rows, cols))[0]
+            grid = torch.zeros(height, width, resampled.shape[-1], dtype=resampled.dtype, device=resampled.device)
+            grid[:rows, :cols] = resampled[prefix:].reshape(rows, cols, -1)
+            which = (sizes == sizes.new_tensor(size)).all(1)
+            table[which] = torch.cat([resampled[:prefix], grid.flatten(0, 1)])
+        return table
+
     def gathered(self, coords: torch.Tensor) -> torch.Tensor:
         """Rows of the table at explicit integer (row, col) cells of its grid (RPE-2D positions).
 
@@ -99,7 +115,10 @@ class LearnedAPE(PositionEncoding):
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         self.check_sequence(pos, self.num_prefix_tokens, integer_grid=False)
-        if pos.has_default_coords:
+        sizes = pos.real_grid_sizes()
+        if pos.has_default_coords and sizes is not None and bool((sizes != sizes.new_tensor(pos.grid_size)).any()):
+            table = self.per_image(sizes, pos.grid_size)
+        elif pos.has_default_coords:
             table = self.resampled(pos.grid_size)
         else:
             table = self.gathered(pos.patch_coords())

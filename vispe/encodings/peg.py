@@ -19,7 +19,9 @@ class PEG(PositionEncoding):
     After each block in ``after_blocks`` the patch tokens, laid out as their h×w grid, become
     ``x + DWConv_k×k(x)`` (bias on, zero padding k//2), as Twins' ``PosCNN`` with stride 1 (timm's
     ``twins.PosConv``); prefix tokens bypass the conv (CPVT on DeiT). Position comes from the zero
-    padding at the borders, so the conv runs unchanged at any grid. Init as CPVTv2: weights
+    padding at the borders, so the conv runs unchanged at any grid. In a padded batch
+    (``pos.valid_mask``) padded cells are zeroed before the conv, so each image sees the zero padding of
+    its own border. Init as CPVTv2: weights
     N(0, 2/fan_out) with fan_out = k·k (depthwise), bias 0.
 
     Args:
@@ -58,6 +60,8 @@ class PEG(PositionEncoding):
         prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
         height, width = pos.grid_size
         grid = patches.transpose(1, 2).reshape(x.shape[0], x.shape[-1], height, width)
+        if pos.valid_mask is not None:
+            grid = grid * pos.valid_mask[:, None].to(grid.dtype)
         patches = patches + self.convs[index](grid).flatten(2).transpose(1, 2)
         return torch.cat([prefix, patches], dim=1)
 

@@ -27,7 +27,9 @@ class Positions:
         device: device of the tokens.
         coords: optional (N, 2) or (B, N, 2) float (row, col) patch positions that replace the
             integer grid (randomized positions, crops); ``None`` means the integer grid.
-        valid_mask: optional (B, h, w) bool, True on real (not padded) patches.
+        valid_mask: optional (B, h, w) bool, True on real (not padded) patches: a padded batch of
+            images of different sizes, each in the top-left corner. Encodings that depend on the extent of
+            the grid (normalised or resampled positions) use each image's real grid.
         cameras, points, boxes: optional 3D context for camera- or point-aware encodings.
     """
 
@@ -67,6 +69,14 @@ class Positions:
         if self.coords is not None:
             return self.coords
         return self.memo(('grid_coords',), lambda: grid_coords(self.grid_size, device=self.device))
+
+    def real_grid_sizes(self) -> torch.Tensor | None:
+        """(B, 2) int64 (h, w) of each image's real region (the top-left rectangle of ``valid_mask``), or
+        None without a mask."""
+        if self.valid_mask is None:
+            return None
+        return self.memo(('real_grid_sizes',), lambda: torch.stack(
+            [self.valid_mask.any(2).sum(1), self.valid_mask.any(1).sum(1)], dim=1))
 
     def memo(self, key: Hashable, build: Callable[[], T]) -> T:
         """Build a per-forward table once: the first call stores ``build()`` under ``key``."""
