@@ -1,6 +1,7 @@
 """Datasets and their pipelines, registered in :data:`vispe.registry.DATASETS`."""
+from vispe.datasets.coco_detection import CocoDetection, detr_collate
 from vispe.datasets.fashion_mnist import FashionMNIST
 from vispe.datasets.image_folder import ImageFolderDataset
 from vispe.datasets.transforms import classification_transform
 
-__all__ = ['FashionMNIST', 'ImageFolderDataset', 'classification_transform']
+__all__ = ['CocoDetection', 'FashionMNIST', 'ImageFolderDataset', 'classification_transform', 'detr_collate']

@@ -25,14 +25,17 @@ class ImageFolderDataset(Dataset):
         image_size: S.
         train_augment: timm's training pipeline (random resized crop, flip, ``auto_augment``,
             random erasing); otherwise evaluation resize (by ``crop_pct``) and centre crop.
-        auto_augment: timm policy string, e.g. 'rand-m15-n2' (RandAugment(2, 15)).
+        auto_augment: timm policy string, e.g. 'rand-m15-n2' (RandAugment(2, 15)) or '3a' (DeiT III's
+            3-Augment: one of solarize, grayscale, Gaussian blur per image; colour jitter stays on).
+        color_jitter: colour-jitter strength (timm's default 0.4; DeiT III's 3-Augment uses 0.3).
         re_prob: random-erasing probability.
         crop_pct: evaluation crop fraction (1.0 resizes the whole image: the LookHere protocol).
         interpolation: resize interpolation.
     """
 
     def __init__(self, root: str | os.PathLike, split: str = 'train', image_size: int = 224,
-                 train_augment: bool = False, auto_augment: str | None = None, re_prob: float = 0.0,
+                 train_augment: bool = False, auto_augment: str | None = None, color_jitter: float = 0.4,
+                 re_prob: float = 0.0,
                  crop_pct: float = 1.0, interpolation: str = 'bicubic', scale: Sequence[float] = (0.08, 1.0),
                  eval_mode: str = 'upsample') -> None:
         folder = Path(root) / split
@@ -42,7 +45,7 @@ class ImageFolderDataset(Dataset):
         if eval_mode != 'upsample':
             raise ValueError(f"ImageFolderDataset evaluates by resizing (eval_mode='upsample'); got {eval_mode!r}.")
         transform = create_transform(image_size, is_training=train_augment, auto_augment=auto_augment,
-                                     re_prob=re_prob, crop_pct=crop_pct, interpolation=interpolation,
+                                     color_jitter=color_jitter, re_prob=re_prob, crop_pct=crop_pct, interpolation=interpolation,
                                      scale=tuple(scale) if train_augment else None)
         self.folder = torchvision.datasets.ImageFolder(str(folder))
         self.transform = transform

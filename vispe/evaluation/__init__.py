@@ -1,4 +1,5 @@
 """Metrics as mmengine metrics, registered in :data:`vispe.registry.METRICS`."""
 from vispe.evaluation.accuracy import Accuracy
+from vispe.evaluation.coco_metric import CocoMetric
 
-__all__ = ['Accuracy']
+__all__ = ['Accuracy', 'CocoMetric']

@@ -1,0 +1,127 @@
+"""Fashion-MNIST detection set: real Fashion-MNIST items pasted at random positions and scales on
+canvases, written as COCO json + PNGs. Seeded: the same arguments give the same files.
+
+    python tools/dataset_converters/fmnist_detection.py --out datasets/fmnist-det
+
+Each canvas (``--canvas`` px square, black) receives ``--min-objects``..``--max-objects`` items. An item
+is a 28×28 Fashion-MNIST image resized to a side drawn uniformly in ``[--min-side, --max-side]`` px and
+placed at a uniform position, rejected (and redrawn, up to 50 times) when its box overlaps an earlier
+one with IoU above ``--max-iou``; pixels combine by maximum. The box is the tight box of the item's
+pixels brighter than ``--threshold`` (Fashion-MNIST items do not fill their 28×28 square). Train canvases
+use items of the Fashion-MNIST train split, val canvases items of the test split, so no item is shared.
+
+Writes ``<out>/{train,val}/NNNNNN.png`` (grey) and ``<out>/annotations/{train,val}.json`` with the ten
+Fashion-MNIST classes as categories 1..10 and, in ``info``, the command and arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from vispe.datasets.fashion_mnist import CLASSES, default_root, read_idx  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--out', type=Path, default=REPO / 'datasets' / 'fmnist-det')
+    parser.add_argument('--root', type=Path, default=None, help='Fashion-MNIST IDX folder (default: vispe\'s)')
+    parser.add_argument('--train', type=int, default=3000, help='number of training canvases')
+    parser.add_argument('--val', type=int, default=300, help='number of validation canvases')
+    parser.add_argument('--canvas', type=int, default=128)
+    parser.add_argument('--min-objects', type=int, default=1)
+    parser.add_argument('--max-objects', type=int, default=3)
+    parser.add_argument('--min-side', type=int, default=28)
+    parser.add_argument('--max-side', type=int, default=56)
+    parser.add_argument('--max-iou', type=float, default=0.1)
+    parser.add_argument('--threshold', type=int, default=16, help='grey level above which a pixel is the item')
+    parser.add_argument('--seed', type=int, default=0)
+    args = parser.parse_args(argv)
+    if not 0 < args.min_side <= args.max_side <= args.canvas:
+        parser.error(f'need 0 < --min-side <= --max-side <= --canvas; got {args.min_side}, {args.max_side}, '
+                     f'{args.canvas}.')
+    if not 1 <= args.min_objects <= args.max_objects:
+        parser.error('need 1 <= --min-objects <= --max-objects.')
+    return args
+
+
+def box_iou(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
+    """IoU of two (x0, y0, x1, y1) boxes."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    inter = max(w, 0) * max(h, 0)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def tight_box(item: np.ndarray, threshold: int) -> tuple[int, int, int, int] | None:
+    """(x0, y0, x1, y1), x1/y1 exclusive, of the pixels above ``threshold``; None if there are none."""
+    rows, cols = np.nonzero(item > threshold)
+    if rows.size == 0:
+        return None
+    return int(cols.min()), int(rows.min()), int(cols.max()) + 1, int(rows.max()) + 1
+
+
+def make_split(name: str, count: int, images: np.ndarray, labels: np.ndarray, args: argparse.Namespace,
+               rng: np.random.Generator) -> dict[str, Any]:
+    (args.out / name).mkdir(parents=True, exist_ok=True)
+    coco_images, annotations = [], []
+    for image_id in range(1, count + 1):
+        canvas = np.zeros((args.canvas, args.canvas), np.uint8)
+        boxes: list[tuple[float, float, float, float]] = []
+        for _ in range(int(rng.integers(args.min_objects, args.max_objects + 1))):
+            for _attempt in range(50):
+                index = int(rng.integers(len(images)))
+                side = int(rng.integers(args.min_side, args.max_side + 1))
+                item = np.asarray(Image.fromarray(images[index]).resize((side, side), Image.BILINEAR))
+                local = tight_box(item, args.threshold)
+                if local is None:
+                    continue
+                x, y = (int(v) for v in rng.integers(0, args.canvas - side + 1, size=2))
+                box = (x + local[0], y + local[1], x + local[2], y + local[3])
+                if all(box_iou(box, other) <= args.max_iou for other in boxes):
+                    break
+            else:
+                continue
+            canvas[y:y + side, x:x + side] = np.maximum(canvas[y:y + side, x:x + side], item)
+            boxes.append(box)
+            width, height = box[2] - box[0], box[3] - box[1]
+            annotations.append(dict(id=len(annotations) + 1, image_id=image_id, category_id=int(labels[index]) + 1,
+                                    bbox=[box[0], box[1], width, height], area=width * height, iscrowd=0))
+        file_name = f'{name}/{image_id:06d}.png'
+        Image.fromarray(canvas).save(args.out / file_name)
+        coco_images.append(dict(id=image_id, file_name=file_name, width=args.canvas, height=args.canvas))
+    return dict(images=coco_images, annotations=annotations,
+                categories=[dict(id=i + 1, name=label) for i, label in enumerate(CLASSES)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    root = args.root or default_root()
+    rng = np.random.default_rng(args.seed)
+    (args.out / 'annotations').mkdir(parents=True, exist_ok=True)
+    info = dict(description='Fashion-MNIST items pasted on canvases (vispe)',
+                command=' '.join(['python', 'tools/dataset_converters/fmnist_detection.py',
+                                  *(argv if argv is not None else sys.argv[1:])]),
+                arguments={k: str(v) for k, v in vars(args).items()})
+    for split, source, count in (('train', 'train', args.train), ('val', 'test', args.val)):
+        images, labels = read_idx(root, source)
+        coco = make_split(split, count, images, labels, args, rng)
+        coco['info'] = info
+        path = args.out / 'annotations' / f'{split}.json'
+        path.write_text(json.dumps(coco))
+        print(f'{split}: {len(coco["images"])} canvases, {len(coco["annotations"])} objects -> {path}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""DETR (Carion et al., ECCV 2020) for mmengine's Runner, with any vispe 2D encoding in its encoder."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from mmengine.model import BaseModel
+from torch import nn
+from torchvision.ops import box_convert
+
+from vispe.models.detr.criterion import SetCriterion
+from vispe.models.detr.matcher import HungarianMatcher
+from vispe.models.detr.transformer import DETRDecoder, DETREncoder
+from vispe.registry import MODELS
+
+
+class BoxHead(nn.Sequential):
+    """DETR's box MLP: Linear-ReLU ×(layers−1), Linear to (cx, cy, w, h), sigmoid."""
+
+    def __init__(self, embed_dim: int, layers: int = 3) -> None:
+        modules: list[nn.Module] = []
+        for _ in range(layers - 1):
+            modules += [nn.Linear(embed_dim, embed_dim), nn.ReLU(inplace=True)]
+        super().__init__(*modules, nn.Linear(embed_dim, 4), nn.Sigmoid())
+
+
+@MODELS.register_module()
+class DETR(BaseModel):
+    """Backbone → 1×1 projection → encoder (vispe attention + encoding) → decoder with learned object
+    queries → class and box heads on every decoder layer.
+
+    Batches are padded (``masks`` True on real pixels); the mask is resized to the feature grid as in
+    DETR, every encoding sees each image's real grid and padded cells are never attended to. Decoder
+    cross-attention keys carry DETR's sine embedding of the real grid whatever the encoder's encoding
+    (the encoding under study acts in the encoder; ``key_position`` changes this).
+
+    ``forward(inputs, masks, data_samples, mode)``: 'loss' -> weighted losses (with ``d{i}.`` auxiliary
+    ones); 'predict' -> per image ``dict(image_id, boxes (Q, 4) xyxy in original pixels, scores (Q,),
+    labels (Q,))``; 'tensor' -> ``dict(logits (L, B, Q, K+1), boxes (L, B, Q, 4))``.
+
+    Args:
+        backbone: config of a module returning one feature map, with ``channels`` and ``stride``
+            (e.g. ``dict(type='TimmFeatures', model_name='resnet50')``).
+        encoder: :class:`DETREncoder` arguments (``encoding=dict(type=...)``, depth, heads, ...).
+        decoder: :class:`DETRDecoder` arguments.
+        num_classes: K object classes.
+        num_queries: object queries (100 in DETR).
+        embed_dim: transformer width d (256).
+        image_size: training input size (px), which sets the encoder's reference grid.
+        matcher, loss: weights (class 1, bbox 5, GIoU 2; no-object 0.1).
+        aux_loss: losses on every decoder layer.
+        key_position: encoding config for the cross-attention keys (must have a ``table(pos)``).
+    """
+
+    def __init__(self, backbone: dict, num_classes: int, encoder: dict | None = None, decoder: dict | None = None,
+                 num_queries: int = 100, embed_dim: int = 256, image_size: int | tuple[int, int] = 800,
+                 class_weight: float = 1.0, bbox_weight: float = 5.0, giou_weight: float = 2.0,
+                 eos_coef: float = 0.1, aux_loss: bool = True, key_position: dict | None = None,
+                 data_preprocessor: dict | None = None, init_cfg: dict | None = None) -> None:
+        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        self.backbone = MODELS.build(backbone)
+        stride = self.backbone.stride
+        height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
+        grid_size = (-(-height // stride), -(-width // stride))
+        self.input_proj = nn.Conv2d(self.backbone.channels, embed_dim, kernel_size=1)
+        self.encoder = DETREncoder(embed_dim=embed_dim, grid_size=grid_size, stride=stride, **(encoder or {}))
+        self.decoder = DETRDecoder(embed_dim=embed_dim, **(decoder or {}))
+        self.query_embed = nn.Embedding(num_queries, embed_dim)
+        self.key_position = MODELS.build({'type': 'DETRSine', 'embed_dim': embed_dim, **(key_position or {})})
+        if not hasattr(self.key_position, 'table'):
+            raise TypeError('key_position must build an encoding with a table(pos) method, such as DETRSine.')
+        self.class_embed = nn.Linear(embed_dim, num_classes + 1)
+        self.bbox_embed = BoxHead(embed_dim)
+        self.num_classes = num_classes
+        self.aux_loss = aux_loss
+        self.criterion = SetCriterion(num_classes, HungarianMatcher(class_weight, bbox_weight, giou_weight),
+                                      class_weight, bbox_weight, giou_weight, eos_coef)
+
+    def feature_mask(self, masks: torch.Tensor | None, features: torch.Tensor) -> torch.Tensor | None:
+        """The pixel mask (B, H, W) resized (nearest) to the feature grid, as DETR does."""
+        if masks is None:
+            return None
+        return F.interpolate(masks[None].float(), size=features.shape[-2:])[0].bool()
+
+    def predict_sets(self, inputs: torch.Tensor, masks: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        features = self.backbone(inputs)
+        valid_mask = self.feature_mask(masks, features)
+        features = self.input_proj(features)
+        pos = self.encoder.positions(features, valid_mask)
+        memory = self.encoder(features, valid_mask, pos)
+        key_pos = self.key_position.table(pos).to(memory.dtype)
+        query_pos = self.query_embed.weight[None].expand(len(inputs), -1, -1)
+        key_mask = None if valid_mask is None else valid_mask.flatten(1)
+        hidden = self.decoder(query_pos, memory, key_pos, key_mask)
+        if not self.aux_loss:
+            hidden = hidden[-1:]
+        return dict(logits=self.class_embed(hidden), boxes=self.bbox_embed(hidden))
+
+    @staticmethod
+    def targets(data_samples: list[dict[str, Any]], device: torch.device) -> list[dict[str, torch.Tensor]]:
+        return [dict(labels=sample['labels'].to(device), boxes=sample['boxes'].to(device)) for sample in data_samples]
+
+    def postprocess(self, logits: torch.Tensor, boxes: torch.Tensor,
+                    data_samples: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+        """Scores and labels (best real class per query), boxes scaled to each original image."""
+        scores, labels = logits.float().softmax(-1)[..., :-1].max(-1)
+        results = []
+        for index, (image_scores, image_labels, image_boxes) in enumerate(zip(scores, labels, boxes.float())):
+            sample = data_samples[index] if data_samples is not None else {}
+            height, width = (int(v) for v in sample.get('orig_size', (1, 1)))
+            xyxy = box_convert(image_boxes, 'cxcywh', 'xyxy') * image_boxes.new_tensor([width, height, width, height])
+            results.append(dict(image_id=sample.get('image_id'), boxes=xyxy, scores=image_scores, labels=image_labels))
+        return results
+
+    def forward(self, inputs: torch.Tensor, masks: torch.Tensor | None = None,
+                data_samples: list[dict[str, Any]] | None = None, mode: str = 'tensor') -> Any:
+        outputs = self.predict_sets(inputs, masks)
+        if mode == 'tensor':
+            return outputs
+        if mode == 'loss':
+            if data_samples is None:
+                raise ValueError("mode='loss' needs data_samples with 'labels' and 'boxes' per image.")
+            return self.criterion(outputs['logits'], outputs['boxes'], self.targets(data_samples, inputs.device))
+        if mode == 'predict':
+            return self.postprocess(outputs['logits'][-1], outputs['boxes'][-1], data_samples)
+        raise ValueError(f"mode must be 'loss', 'predict' or 'tensor'; got {mode!r}.")
