@@ -5,7 +5,14 @@
 
 A run is a work dir (its dumped config and best.pth) or ``CONFIG::CHECKPOINT``. For each run and size
 the config's test set is rebuilt at that size (``--eval-mode upsample`` resizes the image, the
-LookHere protocol; ``canvas`` pastes it on a larger canvas) and top-1/top-5 are measured. Test-time
+LookHere protocol; ``canvas`` pastes it on a larger canvas) and the config's test metric is measured:
+top-1/top-5 for classifiers, COCO box mAP for detectors (the size is then the shorter image side):
+
+    python tools/eval_resolution.py work_dirs/detr-r18_sine_fmnist-det work_dirs/detr-r18_irpe-ctx_fmnist-det \
+        --sizes 128 192 256 --out results/detr_extrapolation
+
+The first metric of the evaluator (top1, or bbox_mAP) is the one tabulated and plotted; CSV and JSON
+hold all of them. Test-time
 encoding options (RoPE ``theta``, ALiBi ``distance_scale``, LookHere ``global_slope``) are set per
 size with ``SIZE:name=value`` (or ``all:name=value``), on every run whose encodings have that
 option (an option no run has is an error). Prints a table; writes ``<out>.csv``,
@@ -30,8 +37,7 @@ from tqdm import tqdm
 
 import vispe
 from vispe.engine import named_unknown_types
-from vispe.evaluation import Accuracy
-from vispe.registry import DATASETS, MODELS
+from vispe.registry import DATASETS, METRICS, MODELS
 
 
 @dataclass
@@ -126,13 +132,38 @@ def check_encoding_options(models: list[tuple[str, torch.nn.Module]], options: d
             raise ValueError(f'No encoding of these runs ({", ".join(kinds)}) has a test-time option {name!r}.')
 
 
+def collate_function(cfg: Config) -> Any:
+    """The test dataloader's collate function (mmengine's FUNCTIONS registry, scoped names allowed)."""
+    from mmengine.registry import FUNCTIONS
+    collate = dict(cfg.test_dataloader.get('collate_fn', dict(type='pseudo_collate')))
+    function = FUNCTIONS.get(collate.pop('type'))
+    return function if not collate else (lambda batch: function(batch, **collate))
+
+
 @torch.inference_mode()
-def evaluate(model: torch.nn.Module, dataset: Any, batch_size: int, progress: tqdm) -> dict[str, float]:
-    metric = Accuracy(topk=(1, 5))
-    for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False):
-        metric.process(batch, model(batch['inputs'], batch['label'], mode='predict'))
-        progress.update(len(batch['label']))
+def evaluate(model: torch.nn.Module, cfg: Config, dataset: Any, batch_size: int, progress: tqdm) -> dict[str, float]:
+    """The config's test metric on ``dataset``, through the model's ``test_step`` (any task)."""
+    metric = METRICS.build(cfg.test_evaluator)
+    for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_function(cfg)):
+        outputs = model.test_step(batch)
+        metric.process(batch, outputs)
+        progress.update(len(outputs))
     return metric.compute_metrics(metric.results)
+
+
+def primary_metric(runs: list[Run]) -> str:
+    """The first metric of the first run's results (top1, bbox_mAP), shared by every run."""
+    name = next(iter(next(iter(runs[0].results.values()))))
+    for run in runs:
+        for size, results in run.results.items():
+            if name not in results:
+                raise ValueError(f'Runs measure different metrics: {runs[0].label} reports {name!r}, {run.label} at '
+                                 f'{size} reports {sorted(results)}; compare classifiers and detectors separately.')
+    return name
+
+
+def formatted(name: str, value: float) -> str:
+    return f'{value:.3f}' if name.startswith('bbox') else f'{value:.2f}'
 
 
 def dataset_cfg(cfg: Config, size: int, eval_mode: str, subset: int | None) -> dict[str, Any]:
@@ -146,12 +177,13 @@ def dataset_cfg(cfg: Config, size: int, eval_mode: str, subset: int | None) -> d
 def write_outputs(args: argparse.Namespace, runs: list[Run], options: dict[int, dict[str, Any]],
                   datasets: dict[str, dict[str, Any]], train_sizes: dict[str, Any]) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    names = list(next(iter(runs[0].results.values())))
     with open(args.out.with_suffix('.csv'), 'w', newline='') as handle:
         writer = csv.writer(handle)
-        writer.writerow(['model', 'size', 'top1', 'top5'])
+        writer.writerow(['model', 'size', *names])
         for run in runs:
             for size in args.sizes:
-                writer.writerow([run.label, size, f"{run.results[size]['top1']:.2f}", f"{run.results[size]['top5']:.2f}"])
+                writer.writerow([run.label, size, *[formatted(name, run.results[size][name]) for name in names]])
     report = dict(
         command=' '.join(['python', Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), sizes=args.sizes,
         eval_mode=args.eval_mode,
@@ -168,14 +200,15 @@ def plot(args: argparse.Namespace, runs: list[Run], train_sizes: dict[str, Any])
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    metric = primary_metric(runs)
     figure, axis = plt.subplots(figsize=(6.4, 4.2), dpi=120)
     for run in runs:
-        axis.plot(args.sizes, [run.results[size]['top1'] for size in args.sizes], marker='o', label=run.label)
+        axis.plot(args.sizes, [run.results[size][metric] for size in args.sizes], marker='o', label=run.label)
     for size in {s for s in train_sizes.values() if isinstance(s, int)}:
         axis.axvline(size, color='grey', linestyle=':', linewidth=1)
     axis.set_xlabel(f'test size (px, {args.eval_mode})')
-    axis.set_ylabel('top-1 accuracy (%)')
-    axis.set_title('Accuracy vs input size (dotted: training size)')
+    axis.set_ylabel('top-1 accuracy (%)' if metric == 'top1' else metric)
+    axis.set_title(f'{metric} vs input size (dotted: training size)')
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
     figure.tight_layout()
@@ -184,8 +217,9 @@ def plot(args: argparse.Namespace, runs: list[Run], train_sizes: dict[str, Any])
 
 
 def print_table(runs: list[Run], sizes: list[int]) -> None:
-    header = ['model (top-1 %)', *[str(size) for size in sizes]]
-    rows = [[run.label, *[f"{run.results[size]['top1']:.2f}" for size in sizes]] for run in runs]
+    metric = primary_metric(runs)
+    header = ['model (top-1 %)' if metric == 'top1' else f'model ({metric})', *[str(size) for size in sizes]]
+    rows = [[run.label, *[formatted(metric, run.results[size][metric]) for size in sizes]] for run in runs]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for i, row in enumerate([header, *rows]):
         print('  '.join(cell.rjust(width) if j else cell.ljust(width) for j, (cell, width) in
@@ -230,7 +264,7 @@ def main() -> int:
                 datasets[run.label] = {k: v for k, v in dataset_options.items() if k != 'image_size'}
                 previous = set_encoding_options(model, options[size])
                 try:
-                    run.results[size] = evaluate(model, dataset, args.batch_size, progress)
+                    run.results[size] = evaluate(model, cfg, dataset, args.batch_size, progress)
                 finally:
                     for (owner, name), value in previous.items():
                         setattr(owner, name, value)

@@ -7,6 +7,13 @@ Images: ``fmnist:INDEX`` (Fashion-MNIST test split), ``skimage:NAME`` (a photo s
 scikit-image wheel, e.g. astronaut, camera, coffee; needs scikit-image), or an image file. The image
 goes through the config's test pipeline at each size. ``--query``: cls, center or ROW,COL (of the
 training-size grid, scaled to each size). ``--rollout`` draws attention rollout over all layers.
+
+Detectors (DETR configs): without ``--decoder-query`` the maps are the encoder's self-attention of
+``--query`` over the feature grid; with ``--decoder-query Q`` they are the cross-attention of object
+query Q over the encoder tokens, per decoder layer, with the box that query predicts drawn on top:
+
+    python tools/vis_attention.py configs/detr/detr-r18_sine_fmnist-det.py work_dirs/.../best.pth \
+        --image datasets/fmnist-det/val/000001.png --sizes 128 256 --decoder-query 3 --layers 0 -1
 """
 from __future__ import annotations
 
@@ -20,8 +27,13 @@ from mmengine.config import Config
 
 import vispe
 from vispe.engine import named_unknown_types
+from vispe.datasets.coco_detection import IMAGENET_MEAN, IMAGENET_STD, detection_image
+from vispe.models.detr import DETR
 from vispe.registry import DATASETS, MODELS
-from vispe.visualization import attention_rollout, capture_attention, overlay, query_index, query_map
+from vispe.visualization import (attention_rollout, capture_attention, capture_cross_attention, overlay, query_index,
+                                 query_map)
+
+Panel = tuple[int, np.ndarray, dict[str, torch.Tensor], list[tuple[str, list[float]]]]
 
 
 def parse_args() -> argparse.Namespace:
@@ -34,6 +46,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--query', default='center', help="'cls', 'center' or 'ROW,COL'")
     parser.add_argument('--heads', choices=['mean', 'all'], default='mean')
     parser.add_argument('--rollout', action='store_true', help='attention rollout over all layers instead')
+    parser.add_argument('--decoder-query', type=int, default=None,
+                        help='detectors: draw the decoder cross-attention of this object query')
     parser.add_argument('--out', type=Path, default=Path('attention.png'))
     return parser.parse_args()
 
@@ -57,7 +71,7 @@ def load_image(spec: str) -> np.ndarray:
     if not path.is_file():
         raise FileNotFoundError(f"Image {spec!r}: not a file, and not 'fmnist:INDEX' or 'skimage:NAME'.")
     from PIL import Image
-    return np.asarray(Image.open(path).convert('RGB'))
+    return np.array(Image.open(path).convert('RGB'))
 
 
 def to_model_input(image: np.ndarray, in_chans: int) -> torch.Tensor:
@@ -75,56 +89,120 @@ def to_model_input(image: np.ndarray, in_chans: int) -> torch.Tensor:
     return tensor
 
 
-def main() -> int:
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    args = parse_args()
-    cfg = Config.fromfile(args.config)
-    with named_unknown_types():
-        model = MODELS.build(cfg.model).eval()
-    vispe.load_checkpoint(model, args.checkpoint)
+def normalised_for_display(image: torch.Tensor) -> np.ndarray:
+    shown = image[0].mean(0).numpy()
+    return (shown - shown.min()) / (shown.max() - shown.min() + 1e-12)
+
+
+def layer_grids(grid: torch.Tensor, layer: int, num_layers: int, heads: str) -> dict[str, torch.Tensor]:
+    """(heads, h, w) attention of one layer -> its panels (the head mean, or each head)."""
+    name = f'layer {layer % num_layers}'
+    if heads == 'mean':
+        return {f'{name} mean': grid.mean(0)}
+    return {f'{name} head {h}': g for h, g in enumerate(grid)}
+
+
+def classifier_panels(args: argparse.Namespace, cfg: Config, model: torch.nn.Module, image: np.ndarray) -> list[Panel]:
     vit = getattr(model, 'backbone', model)
-    raw = to_model_input(load_image(args.image), vit.in_chans)
+    raw = to_model_input(image, vit.in_chans)
     train_grid = vit.patch_embed.grid_size
     panels = []
     for size in args.sizes:
         dataset = DATASETS.build({**cfg.test_dataloader.dataset, 'image_size': size, 'subset': 10, 'train_augment': False})
-        image = dataset.transform(raw)[None]
-        maps = capture_attention(model, image)
-        pos = vit.positions(image)
+        inputs = dataset.transform(raw)[None]
+        maps = capture_attention(model, inputs)
+        pos = vit.positions(inputs)
         query = args.query
         if ',' in query:  # a patch of the training grid, at the same place of this grid
             row, col = (int(p) for p in query.split(','))
             query = f'{row * pos.grid_size[0] // train_grid[0]},{col * pos.grid_size[1] // train_grid[1]}'
         index = query_index(query, pos.grid_size, pos.num_prefix_tokens)
-        shown = image[0].mean(0).numpy()
-        shown = (shown - shown.min()) / (shown.max() - shown.min() + 1e-12)
         if args.rollout:
             grids = {'rollout': query_map(attention_rollout(maps)[0], index, pos.grid_size, pos.num_prefix_tokens)}
         else:
             grids = {}
             for layer in args.layers:
                 grid = query_map(maps[layer][0], index, pos.grid_size, pos.num_prefix_tokens)
-                if args.heads == 'mean':
-                    grids[f'layer {layer % len(maps)} mean'] = grid.mean(0)
-                else:
-                    grids.update({f'layer {layer % len(maps)} head {h}': g for h, g in enumerate(grid)})
-        panels.append((size, shown, grids))
+                grids.update(layer_grids(grid, layer, len(maps), args.heads))
+        panels.append((size, normalised_for_display(inputs), grids, []))
+    return panels
+
+
+@torch.no_grad()
+def detector_panels(args: argparse.Namespace, cfg: Config, model: DETR, image: np.ndarray) -> list[Panel]:
+    dataset = cfg.test_dataloader.dataset
+    raw = to_model_input(image, 3)
+    panels = []
+    for size in args.sizes:
+        inputs = detection_image(raw, size, dataset.get('max_size'), dataset.get('mean', IMAGENET_MEAN),
+                                 dataset.get('std', IMAGENET_STD))[None]
+        grid_size = tuple(model.backbone(inputs).shape[-2:])
+        grids, boxes = {}, []
+        if args.decoder_query is None:
+            maps = capture_attention(model, inputs)
+            index = query_index(args.query, grid_size, 0)
+            for layer in args.layers:
+                grids.update(layer_grids(query_map(maps[layer][0], index, grid_size, 0), layer, len(maps), args.heads))
+        else:
+            maps = capture_cross_attention(model, inputs)
+            query = args.decoder_query
+            if not 0 <= query < maps[0].shape[2]:
+                raise ValueError(f'--decoder-query {query} is not one of the model\'s {maps[0].shape[2]} object queries.')
+            for layer in args.layers:
+                grid = maps[layer][0, :, query].reshape(-1, *grid_size)
+                grids.update(layer_grids(grid, layer, len(maps), args.heads))
+            outputs = model(inputs, mode='tensor')
+            probs = outputs['logits'][-1, 0, query].softmax(-1)
+            score, label = probs[:-1].max(-1)
+            cx, cy, w, h = outputs['boxes'][-1, 0, query].tolist()
+            height, width = inputs.shape[-2:]
+            boxes.append((f'label {int(label)} {score:.2f}', [(cx - w / 2) * width, (cy - h / 2) * height,
+                                                                 w * width, h * height]))
+        panels.append((size, normalised_for_display(inputs), grids, boxes))
+    return panels
+
+
+def draw(panels: list[Panel], title: str, out: Path) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
     columns = 1 + len(panels[0][2])
     figure, axes = plt.subplots(len(panels), columns, figsize=(2.2 * columns, 2.3 * len(panels)), squeeze=False)
-    for row, (size, shown, grids) in enumerate(panels):
+    for row, (size, shown, grids, boxes) in enumerate(panels):
         axes[row, 0].imshow(shown, cmap='gray')
         axes[row, 0].set_title(f'{size}px input', fontsize=8)
-        for col, (title, grid) in enumerate(grids.items(), start=1):
+        for col, (name, grid) in enumerate(grids.items(), start=1):
             axes[row, col].imshow(overlay(shown, grid))
-            axes[row, col].set_title(title, fontsize=8)
+            axes[row, col].set_title(name, fontsize=8)
         for axis in axes[row]:
+            for text, (x, y, w, h) in boxes:
+                axis.add_patch(Rectangle((x - 0.5, y - 0.5), w, h, fill=False, edgecolor='cyan', linewidth=1))
+                axis.text(x, y - 1, text, color='cyan', fontsize=6)
             axis.axis('off')
-    figure.suptitle(f'{Path(args.config).stem}: query {args.query}', fontsize=9)
+    figure.suptitle(title, fontsize=9)
     figure.tight_layout()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(args.out, dpi=120)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+
+
+def main() -> int:
+    args = parse_args()
+    cfg = Config.fromfile(args.config)
+    with named_unknown_types():
+        model = MODELS.build(cfg.model).eval()
+    vispe.load_checkpoint(model, args.checkpoint)
+    image = load_image(args.image)
+    if isinstance(model, DETR):
+        panels = detector_panels(args, cfg, model, image)
+        what = f'decoder query {args.decoder_query}' if args.decoder_query is not None else f'encoder query {args.query}'
+    else:
+        if args.decoder_query is not None:
+            raise ValueError('--decoder-query is for detectors (DETR configs); this model is a classifier.')
+        panels = classifier_panels(args, cfg, model, image)
+        what = f'query {args.query}'
+    draw(panels, f'{Path(args.config).stem}: {what}', args.out)
     print(f'wrote {args.out}')
     return 0
 

@@ -1,12 +1,26 @@
-"""Capture attention probabilities from any model built on vispe's attention module."""
+"""Capture attention probabilities from any model built on vispe's attention modules."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from torch import nn
 
 from vispe.attention import Attention
+
+
+def _run_capturing(model: nn.Module, layers: Sequence[nn.Module], images: torch.Tensor,
+                   forward_kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    """Switch capture on for ``layers`` during one forward; nothing stays stored or switched on after."""
+    for layer in layers:
+        layer.capture_probs = True
+    try:
+        model(images, **forward_kwargs)
+        return [layer.attn_probs for layer in layers]
+    finally:
+        for layer in layers:
+            layer.capture_probs = False
+            layer.attn_probs = None
 
 
 @torch.no_grad()
@@ -18,7 +32,8 @@ def capture_attention(model: nn.Module, images: torch.Tensor, **forward_kwargs: 
     mode is left as it is (call ``model.eval()`` first for dropout-free maps).
 
     Args:
-        model: a module containing vispe :class:`~vispe.attention.Attention` layers.
+        model: a module containing vispe :class:`~vispe.attention.Attention` layers (a ViT, or the
+            encoder of a DETR).
         images: its input.
 
     Returns:
@@ -29,12 +44,18 @@ def capture_attention(model: nn.Module, images: torch.Tensor, **forward_kwargs: 
     if not layers:
         raise ValueError(f'{type(model).__name__} has no vispe attention layer; build it with vispe.create_vit '
                          f'or convert a timm ViT with vispe.retrofit.')
-    for layer in layers:
-        layer.capture_probs = True
-    try:
-        model(images, **forward_kwargs)
-        return [layer.attn_probs for layer in layers]
-    finally:
-        for layer in layers:
-            layer.capture_probs = False
-            layer.attn_probs = None
+    return _run_capturing(model, layers, images, forward_kwargs)
+
+
+@torch.no_grad()
+def capture_cross_attention(model: nn.Module, images: torch.Tensor, **forward_kwargs: Any) -> list[torch.Tensor]:
+    """Run ``model(images)`` once and return the cross-attention of every DETR decoder layer.
+
+    Returns:
+        One (B, heads, queries, N) tensor per decoder layer; N are the encoder's tokens, row-major.
+    """
+    from vispe.models.detr.transformer import DecoderLayer
+    layers = [module.cross_attn for module in model.modules() if isinstance(module, DecoderLayer)]
+    if not layers:
+        raise ValueError(f'{type(model).__name__} has no DETR decoder layer to capture cross-attention from.')
+    return _run_capturing(model, layers, images, forward_kwargs)
