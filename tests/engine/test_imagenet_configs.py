@@ -40,6 +40,9 @@ def test_builds_and_steps_on_a_fake_imagefolder(config, fake_imagenet) -> None:
     val = DATASETS.build(cfg.val_dataloader.dataset)
     assert len(train) == len(val) == 4 and train.metainfo['classes'] == ['n01440764', 'n01443537']
     assert train[0]['inputs'].shape == val[0]['inputs'].shape == (3, 224, 224)
+    steps = repr(train.transform)
+    assert 'Solarize' in steps and 'Desaturate' in steps and 'GaussianBlurRand' in steps  # 3-Augment
+    assert 'ColorJitter(brightness=(0.7, 1.3)' in steps
     model = MODELS.build(cfg.model)
     assert torch.all(model.backbone.head.bias == -6.9)
     assert model.backbone.blocks[-1].drop_path1.drop_prob == pytest.approx(0.1)

@@ -1,6 +1,7 @@
 # ImageNet-1k at 224 px in ImageFolder layout (datasets/imagenet/{train,val}/<class>/<image>).
-# Training: random resized crop, flip, RandAugment(2, 15) (one of the LookHere paper's two sweep settings;
-# its best runs used DeiT-III's 3-Augment, not provided here). Evaluation: the whole image resized (crop_pct 1.0).
+# Training: random resized crop, flip and DeiT-III's 3-Augment (timm's '3a': solarize, grayscale or blur, then
+# colour jitter 0.3), the setting of the LookHere paper's best runs (its sweep also tried RandAugment(2, 15):
+# auto_augment='rand-m15-n2'). Evaluation: the whole image resized (crop_pct 1.0).
 data_root = 'datasets/imagenet'
 train_dataloader = dict(
     batch_size=256,  # per process: 8 processes give the recipe's 2048
@@ -9,7 +10,7 @@ train_dataloader = dict(
     sampler=dict(type='DefaultSampler', shuffle=True),
     collate_fn=dict(type='default_collate'),
     dataset=dict(type='ImageFolderDataset', root=data_root, split='train', image_size=224, train_augment=True,
-                 auto_augment='rand-m15-n2', re_prob=0.0),
+                 auto_augment='3a', color_jitter=0.3, re_prob=0.0),
 )
 val_dataloader = dict(
     batch_size=256,
