@@ -1,4 +1,4 @@
-# DETR-R18 on the Fashion-MNIST detection set at 128 px; encoder encoding: a learned table of the 8x8 training grid (resampled at other sizes), added to q and k in every layer.
-_base_ = ['../_base_/models/detr-r18_fmnist-det.py', '../_base_/datasets/fmnist-det-128.py',
+# DETR-R18 on the Fashion-MNIST detection set at 64 px; encoder encoding: a learned table of the 8x8 training grid (resampled at other sizes), added to q and k in every layer.
+_base_ = ['../_base_/models/detr-r18_fmnist-det.py', '../_base_/datasets/fmnist-det-64.py',
           '../_base_/schedules/detr-fmnist-8e.py', '../_base_/detr_runtime.py']
 model = dict(encoder=dict(encoding=dict(type='LearnedAPE')))

@@ -64,9 +64,10 @@ def test_cross_attention_sums_to_one_over_real_keys_and_capture_is_free(trained_
         plain = model(images, masks, mode='tensor')
     maps = capture_cross_attention(model, images, masks=masks)
     assert len(maps) == len(model.decoder.layers)
-    grid_width = maps[0].shape[-1] // 4  # 64x80 px at stride 16: a 4x5 grid
+    stride = model.backbone.stride
+    grid = (64 // stride, 80 // stride)
     torch.testing.assert_close(maps[0].sum(-1), torch.ones_like(maps[0].sum(-1)))
-    padded_keys = maps[0][1].reshape(*maps[0].shape[1:3], 4, grid_width)[..., 3:]
+    padded_keys = maps[0][1].reshape(*maps[0].shape[1:3], *grid)[..., 48 // stride:]
     assert padded_keys.abs().max() == 0
     with torch.no_grad():
         again = model(images, masks, mode='tensor')

@@ -1,6 +1,6 @@
 # The Fashion-MNIST detection set (tools/dataset_converters/fmnist_detection.py writes it to
-# datasets/fmnist-det): 3000 train / 300 val canvases of 128 px with 1-3 items each.
-# Training: horizontal flip and a shorter side drawn from 112/128/144 (DETR's multi-scale resize, scaled down).
+# datasets/fmnist-det): 6000 train / 500 val canvases of 64 px with 1-3 items of 16-32 px each.
+# Training: horizontal flip and a shorter side drawn from 56/64/72 (DETR's multi-scale resize, scaled down).
 data_root = 'datasets/fmnist-det/'
 train_dataloader = dict(
     batch_size=16,
@@ -8,7 +8,7 @@ train_dataloader = dict(
     sampler=dict(type='DefaultSampler', shuffle=True),
     collate_fn=dict(type='vispe.detr_collate'),
     dataset=dict(type='CocoDetection', ann_file=data_root + 'annotations/train.json', data_root=data_root,
-                 image_size=128, max_size=None, train_augment=True, train_scales=(112, 128, 144)),
+                 image_size=64, max_size=None, train_augment=True, train_scales=(56, 64, 72)),
 )
 val_dataloader = dict(
     batch_size=32,
@@ -16,7 +16,7 @@ val_dataloader = dict(
     sampler=dict(type='DefaultSampler', shuffle=False),
     collate_fn=dict(type='vispe.detr_collate'),
     dataset=dict(type='CocoDetection', ann_file=data_root + 'annotations/val.json', data_root=data_root,
-                 image_size=128, max_size=None),
+                 image_size=64, max_size=None),
 )
 test_dataloader = val_dataloader
 val_evaluator = dict(type='CocoMetric', ann_file=data_root + 'annotations/val.json')
