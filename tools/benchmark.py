@@ -29,6 +29,7 @@ import argparse
 import csv
 import ctypes
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -298,7 +299,7 @@ def main() -> int:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-        command = ' '.join(['python', 'tools/benchmark.py', *sys.argv[1:]])
+        command = shlex.join(['python', 'tools/benchmark.py', *sys.argv[1:]])
         args.out.with_suffix('.json').write_text(json.dumps(dict(command=command, title=title, rows=rows), indent=1))
         args.out.with_suffix('.md').write_text(f'{title}\n\n`{command}`\n\n{markdown_table(cells)}\n')
     return 0

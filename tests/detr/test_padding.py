@@ -12,6 +12,7 @@ import math
 import pytest
 import torch
 
+import vispe
 from vispe.encodings import detr_sine_embedding
 from vispe.models.detr import DETREncoder
 
@@ -58,3 +59,19 @@ def test_detr_sine_normalises_by_the_real_extent() -> None:
     mask[:, :2, :2] = True
     padded = detr_sine_embedding(mask, 16).reshape(4, 5, 16)
     torch.testing.assert_close(padded[:2, :2], full)
+
+
+def registered_examples() -> list[dict]:
+    return [dict(type=info.name, **options) for info in vispe.list_encodings()
+            for options in vispe.registry.ENCODINGS.get(info.name).examples]
+
+
+@pytest.mark.parametrize('encoding', registered_examples(), ids=lambda cfg: '-'.join(str(v) for v in cfg.values()))
+def test_every_registered_encoding_plugs_into_the_encoder(encoding) -> None:
+    encoder = DETREncoder(embed_dim=32, depth=2, num_heads=4, mlp_dim=64, dropout=0.0, encoding=encoding,
+                          grid_size=6, stride=16).eval()
+    mask = torch.ones(2, 7, 8, dtype=torch.bool)
+    mask[1, 5:] = False
+    with torch.no_grad():
+        memory = encoder(torch.randn(2, 32, 7, 8), mask)
+    assert memory.shape == (2, 56, 32) and torch.isfinite(memory).all()
