@@ -37,7 +37,8 @@ class DETR(BaseModel):
 
     ``forward(inputs, masks, data_samples, mode)``: 'loss' -> weighted losses (with ``d{i}.`` auxiliary
     ones); 'predict' -> per image ``dict(image_id, boxes (Q, 4) xyxy in original pixels, scores (Q,),
-    labels (Q,))``; 'tensor' -> ``dict(logits (L, B, Q, K+1), boxes (L, B, Q, 4))``.
+    labels (Q,))`` (boxes stay normalised without data samples); 'tensor' -> ``dict(logits (L, B, Q, K+1),
+    boxes (L, B, Q, 4))``.
 
     Args:
         backbone: config of a module returning one feature map, with ``channels`` and ``stride``
@@ -84,6 +85,8 @@ class DETR(BaseModel):
         return F.interpolate(masks[None].float(), size=features.shape[-2:])[0].bool()
 
     def predict_sets(self, inputs: torch.Tensor, masks: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """Class logits (L, B, Q, K+1) and boxes (L, B, Q, 4), normalised (cx, cy, w, h), of every decoder
+        layer (only the last without ``aux_loss``). inputs (B, 3, H, W), masks (B, H, W) True on real pixels."""
         features = self.backbone(inputs)
         valid_mask = self.feature_mask(masks, features)
         features = self.input_proj(features)
