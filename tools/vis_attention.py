@@ -27,7 +27,7 @@ from mmengine.config import Config
 
 import vispe
 from vispe.engine import named_unknown_types
-from vispe.datasets.coco_detection import IMAGENET_MEAN, IMAGENET_STD, detection_image
+from vispe.datasets.coco_detection import IMAGENET_MEAN, IMAGENET_STD, detection_image, load_coco
 from vispe.models.detr import DETR
 from vispe.registry import DATASETS, MODELS
 from vispe.visualization import (attention_rollout, capture_attention, capture_cross_attention, overlay, query_index,
@@ -132,6 +132,10 @@ def classifier_panels(args: argparse.Namespace, cfg: Config, model: torch.nn.Mod
 def detector_panels(args: argparse.Namespace, cfg: Config, model: DETR, image: np.ndarray) -> list[Panel]:
     dataset = cfg.test_dataloader.dataset
     raw = to_model_input(image, 3)
+    names = {}
+    if Path(dataset.get('ann_file', '')).is_file():  # class names from the test annotations, when present
+        coco = load_coco(dataset.ann_file)
+        names = {label: coco.cats[cat_id]['name'] for label, cat_id in enumerate(sorted(coco.getCatIds()))}
     panels = []
     for size in args.sizes:
         inputs = detection_image(raw, size, dataset.get('max_size'), dataset.get('mean', IMAGENET_MEAN),
@@ -156,7 +160,7 @@ def detector_panels(args: argparse.Namespace, cfg: Config, model: DETR, image: n
             score, label = probs[:-1].max(-1)
             cx, cy, w, h = outputs['boxes'][-1, 0, query].tolist()
             height, width = inputs.shape[-2:]
-            boxes.append((f'label {int(label)} {score:.2f}', [(cx - w / 2) * width, (cy - h / 2) * height,
+            boxes.append((f'{names.get(int(label), f"label {int(label)}")} {score:.2f}', [(cx - w / 2) * width, (cy - h / 2) * height,
                                                                  w * width, h * height]))
         panels.append((size, normalised_for_display(inputs), grids, boxes))
     return panels
