@@ -1,7 +1,6 @@
 """load_checkpoint: timm and vispe files, resampling, nesting, and the errors for bad files."""
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from timm.layers import resample_abs_pos_embed
 
 import vispe
 from vispe.checkpoint import CheckpointMismatchError
+from vispe.serialization import CorruptCheckpointError, UnsafeCheckpointError
 
 from .helpers import max_diff, tiny_vit
 
@@ -89,16 +89,16 @@ class NotAWeight:
 def test_pickled_objects_are_refused_unless_trusted(tmp_path: Path) -> None:
     path = tmp_path / 'with_object.pth'
     torch.save({'state_dict': tiny_vit('NoPE').state_dict(), 'extra': NotAWeight()}, path)
-    with pytest.raises(pickle.UnpicklingError, match='weights_only=True'):
+    with pytest.raises(UnsafeCheckpointError, match=r'tests.test_checkpoint.NotAWeight\) that vispe does not unpickle'):
         vispe.load_checkpoint(tiny_vit('NoPE'), path)
-    vispe.load_checkpoint(tiny_vit('NoPE'), path, weights_only=False)
+    vispe.load_checkpoint(tiny_vit('NoPE'), path, trusted=True)
 
 
 def test_corrupt_and_missing_files_name_the_path(tmp_path: Path) -> None:
     corrupt = tmp_path / 'corrupt.pth'
     torch.save(tiny_vit('NoPE').state_dict(), corrupt)
     corrupt.write_bytes(corrupt.read_bytes()[:200])
-    with pytest.raises(RuntimeError, match=f'{corrupt} is corrupt'):
+    with pytest.raises(CorruptCheckpointError, match=f'{corrupt} is corrupt or truncated'):
         vispe.load_checkpoint(tiny_vit('NoPE'), corrupt)
     with pytest.raises(FileNotFoundError, match='nowhere.pth'):
         vispe.load_checkpoint(tiny_vit('NoPE'), tmp_path / 'nowhere.pth')

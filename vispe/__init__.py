@@ -5,7 +5,8 @@
     >>> vit = vispe.create_vit('vit_small_patch16_224', encoding=dict(type='SinCos2D'), num_classes=10)
 """
 from vispe.registry import ENCODINGS, METRICS, MODELS, DATASETS, TRANSFORMS, load_plugins  # noqa: I001 (compat first)
-from vispe.checkpoint import CheckpointMismatchError, load_checkpoint
+from vispe.checkpoint import CheckpointMismatchError, NonFiniteWeightsError, load_checkpoint
+from vispe.serialization import CorruptCheckpointError, UnsafeCheckpointError
 from vispe import datasets, evaluation  # noqa: F401 (registers datasets and metrics)
 from vispe.encodings import PositionEncoding, build_encoding, list_encodings
 from vispe.geometry import Positions
@@ -15,7 +16,7 @@ from vispe.visualization import capture_attention
 __version__ = '0.1.0'
 
 __all__ = [
-    'DATASETS', 'ENCODINGS', 'METRICS', 'MODELS', 'TRANSFORMS', 'CheckpointMismatchError', 'PositionEncoding',
-    'Positions', 'VisionTransformer', 'build_encoding', 'capture_attention', 'create_vit', 'list_encodings',
-    'load_checkpoint', 'load_plugins', 'retrofit',
+    'DATASETS', 'ENCODINGS', 'METRICS', 'MODELS', 'TRANSFORMS', 'CheckpointMismatchError', 'CorruptCheckpointError',
+    'NonFiniteWeightsError', 'PositionEncoding', 'Positions', 'UnsafeCheckpointError', 'VisionTransformer',
+    'build_encoding', 'capture_attention', 'create_vit', 'list_encodings', 'load_checkpoint', 'load_plugins', 'retrofit',
 ]

@@ -1,44 +1,66 @@
-"""Loading timm and vispe checkpoints into vispe models, resampling what a new grid needs."""
+"""Loading timm and vispe checkpoints into vispe models, resampling what a new grid needs.
+
+Every file is read through :mod:`vispe.serialization` (an allow-list unpickler: nothing in the file
+can run code), checked against the model (keys, shapes, the encoding it was trained with, finite
+values) and reported.
+"""
 from __future__ import annotations
 
+import ast
 import math
 import os
+import warnings
 from typing import Any, Mapping
 
 import torch
 from timm.layers import resample_abs_pos_embed
 from torch import nn
 
-from vispe.compat import torch_load
-from vispe.encodings import LearnedAPE
+from vispe import serialization
+from vispe.encodings import EncodingStack, LearnedAPE, PositionEncoding
 
 STATE_DICT_KEYS = ('state_dict', 'model', 'state_dict_ema', 'model_ema', 'module')
+# strict=False warns when fewer than this share of the model's tensors came from the checkpoint.
+LOW_LOAD_FRACTION = 0.5
+TRUST_HINT = ('If the file comes from elsewhere, ask for its weights as a state dict of tensors or a .safetensors file. '
+              'Only if you wrote it yourself, with your own classes inside: load_checkpoint(..., trusted=True), which '
+              'runs any code the file contains.')
 
 
 class CheckpointMismatchError(RuntimeError):
-    """The checkpoint's parameters do not match the model's."""
+    """The checkpoint's parameters, or the encoding it was trained with, do not match the model's."""
 
 
-def read_state_dict(path: str | os.PathLike, weights_only: bool = True) -> dict[str, torch.Tensor]:
-    """The parameters stored in a checkpoint file (torch or safetensors).
+class NonFiniteWeightsError(ValueError):
+    """The checkpoint holds NaN or infinite values (a diverged run)."""
+
+
+def read_checkpoint(path: str | os.PathLike, trusted: bool = False) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The parameters stored in a checkpoint file (torch or safetensors) and its metadata.
 
     Accepts a bare state dict, or one nested under ``state_dict`` (mmengine), ``model`` (DeiT,
     timm train.py) or ``state_dict_ema``; strips a DDP ``module.`` prefix.
 
     Args:
         path: the file.
-        weights_only: refuse pickled Python objects (keep True for files from elsewhere).
+        trusted: the file is your own: objects outside vispe's allow-list may be unpickled (which runs
+            any code a crafted file contains). Leave False for files from elsewhere.
+
+    Returns:
+        (state dict, metadata): ``meta`` of vispe and mmengine checkpoints (training config, epoch,
+        metrics, encodings), else ``{}``.
     """
     path = os.fspath(path)
     if path.endswith('.safetensors'):
         from safetensors.torch import load_file
         try:
-            return load_file(path, device='cpu')
+            return load_file(path, device='cpu'), {}
         except FileNotFoundError:
             raise FileNotFoundError(f'Checkpoint not found: {path}') from None
         except Exception as exc:  # safetensors raises its own error types for corrupt headers
-            raise RuntimeError(f'Checkpoint {path} is corrupt or not a safetensors file: {exc}') from None
-    loaded = torch_load(path, map_location='cpu', weights_only=weights_only)
+            raise serialization.CorruptCheckpointError(f'Checkpoint {path} is corrupt or not a safetensors file: '
+                                                       f'{exc}') from None
+    loaded = serialization.load(path, map_location='cpu', trusted=trusted, refusal_hint=TRUST_HINT)
     state_dict = loaded
     if isinstance(loaded, Mapping):
         for key in STATE_DICT_KEYS:
@@ -50,7 +72,92 @@ def read_state_dict(path: str | os.PathLike, weights_only: bool = True) -> dict[
                                       f'{list(loaded)[:8] if isinstance(loaded, Mapping) else type(loaded).__name__}).')
     if state_dict and all(key.startswith('module.') for key in state_dict):
         state_dict = {key[len('module.'):]: value for key, value in state_dict.items()}
-    return dict(state_dict)
+    meta = loaded.get('meta') if isinstance(loaded, Mapping) else None
+    return dict(state_dict), dict(meta) if isinstance(meta, Mapping) else {}
+
+
+def read_state_dict(path: str | os.PathLike, trusted: bool = False) -> dict[str, torch.Tensor]:
+    """The parameters stored in a checkpoint file (see :func:`read_checkpoint`)."""
+    return read_checkpoint(path, trusted)[0]
+
+
+def model_encodings(model: nn.Module) -> list[str]:
+    """The class names of the encodings a model was built with (members of a composition), in order."""
+    names = []
+    for module in model.modules():
+        encoding = getattr(module, 'encoding', None)
+        if isinstance(encoding, PositionEncoding):
+            members = encoding.encodings if isinstance(encoding, EncodingStack) else [encoding]
+            names += [type(member).__name__ for member in members]
+    return names
+
+
+def config_encodings(config_text: str) -> list[str] | None:
+    """The encoding types a dumped training config names under ``encoding=`` keys, read with ``ast``
+    (the text is never executed); None if the text is not Python."""
+    try:
+        tree = ast.parse(config_text)
+    except (SyntaxError, ValueError):
+        return None
+    values = [keyword.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+              for keyword in node.keywords if keyword.arg == 'encoding']
+    values += [value for node in ast.walk(tree) if isinstance(node, ast.Dict)
+               for key, value in zip(node.keys, node.values)
+               if isinstance(key, ast.Constant) and key.value == 'encoding']
+    names = []
+    for value in values:
+        members = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+        for member in members:
+            names += _encoding_type(member)
+    return names
+
+
+def _encoding_type(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value.split('.')[-1]]
+    pairs: list[tuple[Any, ast.AST]] = []
+    if isinstance(node, ast.Call):
+        pairs = [(keyword.arg, keyword.value) for keyword in node.keywords]
+    elif isinstance(node, ast.Dict):
+        pairs = [(key.value if isinstance(key, ast.Constant) else None, value) for key, value in zip(node.keys,
+                                                                                                      node.values)]
+    return [value.value.split('.')[-1] for key, value in pairs
+            if key == 'type' and isinstance(value, ast.Constant) and isinstance(value.value, str)]
+
+
+def trained_encodings(meta: Mapping[str, Any]) -> list[str] | None:
+    """The encodings a checkpoint's metadata says it was trained with (vispe's ``encodings`` entry, or
+    the ``encoding=`` types of its stored config); None when it does not say."""
+    if isinstance(meta.get('encodings'), (list, tuple)):
+        return [str(name) for name in meta['encodings']]
+    for key in ('config', 'cfg'):
+        if isinstance(meta.get(key), str):
+            return config_encodings(meta[key])
+    return None
+
+
+def check_encodings(model: nn.Module, meta: Mapping[str, Any], path: str) -> None:
+    """Refuse a checkpoint trained with other encodings than the model's (weights of a SinCos2D run in a
+    RoPEAxial model load without a key mismatch, and give nonsense)."""
+    trained = trained_encodings(meta)
+    built = model_encodings(model)
+    if not trained or not built or sorted(trained) == sorted(built):
+        return
+    raise CheckpointMismatchError(
+        f'Checkpoint {path} was trained with encoding {" + ".join(trained)}, but the model has '
+        f'{" + ".join(built)}. Build the model from the checkpoint\'s own config (the work dir\'s .py file, or '
+        f'its meta["config"]), or pass check_encoding=False to load the weights anyway.')
+
+
+def check_finite(state_dict: Mapping[str, torch.Tensor], path: str) -> None:
+    """Refuse NaN or infinite values, naming the tensors (a run that diverged saves them)."""
+    bad = [f'{key} ({int((~torch.isfinite(value)).sum())} of {value.numel()})' for key, value in state_dict.items()
+           if value.is_floating_point() or value.is_complex()
+           if not bool(torch.isfinite(value).all())]
+    if bad:
+        raise NonFiniteWeightsError(f'Checkpoint {path} holds NaN or infinite values in {_listing(bad)}: the run that '
+                                    f'wrote it probably diverged. Use an earlier checkpoint, or pass '
+                                    f'allow_nonfinite=True to load it for inspection.')
 
 
 def _square_grid(num_patches: int, key: str) -> tuple[int, int]:
@@ -88,7 +195,9 @@ def load_checkpoint(
         model: nn.Module,
         path: str | os.PathLike,
         strict: bool = True,
-        weights_only: bool = True,
+        trusted: bool = False,
+        check_encoding: bool = True,
+        allow_nonfinite: bool = False,
 ) -> dict[str, Any]:
     """Load a timm or vispe checkpoint into ``model``, resampling learned APE tables to its grid.
 
@@ -98,17 +207,29 @@ def load_checkpoint(
         model: the model.
         path: a ``.pth``/``.pt``/``.bin`` torch file or a ``.safetensors`` file.
         strict: every model parameter must be in the checkpoint and every checkpoint entry used.
-        weights_only: keep True for files you did not write yourself.
+            With False, loading less than half of the model's tensors warns with the counts.
+        trusted: the file is your own: unpickle objects outside vispe's allow-list (runs any code a
+            crafted file contains). Files written by vispe and timm never need it.
+        check_encoding: refuse a checkpoint whose metadata names other encodings than the model's.
+        allow_nonfinite: load NaN or infinite values instead of refusing them.
 
     Returns:
         ``dict(missing=[...], unexpected=[...], skipped=[...], resampled=[...])``; ``skipped`` are
         entries whose shape differs from the model's (loaded only with ``strict=False``).
 
     Raises:
-        CheckpointMismatchError: keys or shapes do not match (the message lists them and says
-            whether resampling was tried).
+        CheckpointMismatchError: keys, shapes or the trained encoding do not match (the message lists
+            them and says whether resampling was tried).
+        NonFiniteWeightsError: NaN or infinite values (unless ``allow_nonfinite``).
+        vispe.serialization.UnsafeCheckpointError: the file holds Python objects that could run code.
+        vispe.serialization.CorruptCheckpointError: not a checkpoint, truncated or damaged.
     """
-    state_dict = read_state_dict(path, weights_only=weights_only)
+    path = os.fspath(path)
+    state_dict, meta = read_checkpoint(path, trusted=trusted)
+    if check_encoding:
+        check_encodings(model, meta, path)
+    if not allow_nonfinite:
+        check_finite(state_dict, path)
     resampled = resample_position_tables(model, state_dict)
     own = model.state_dict()
     mismatched = [key for key, value in state_dict.items() if key in own and own[key].shape != value.shape]
@@ -124,13 +245,19 @@ def load_checkpoint(
         else:
             tried = 'not tried: the model has no learned position table'
         raise CheckpointMismatchError(
-            f'Checkpoint {os.fspath(path)} does not match {type(model).__name__}. Missing from the checkpoint: '
+            f'Checkpoint {path} does not match {type(model).__name__}. Missing from the checkpoint: '
             f'{_listing(missing)}. Unexpected in the checkpoint: {_listing(unexpected)}. Shape mismatches: '
             f'{_listing(shapes)}. Resampling: {tried}. Build the model with the encoding and sizes the checkpoint '
             f'was trained with, or pass strict=False to load the matching part (e.g. with a new classifier head).')
     for key in mismatched:
         del state_dict[key]
     result = model.load_state_dict(state_dict, strict=False)
+    loaded = len(own) - len(result.missing_keys)
+    if own and loaded < LOW_LOAD_FRACTION * len(own):
+        warnings.warn(f'load_checkpoint(strict=False) loaded {loaded} of the model\'s {len(own)} tensors from {path} '
+                      f'({len(result.missing_keys)} missing from the checkpoint, {len(unexpected)} unexpected in it, '
+                      f'{len(mismatched)} of another shape): it probably belongs to another architecture or needs a '
+                      f'key prefix removed. Missing: {_listing(sorted(result.missing_keys))}.', stacklevel=2)
     return dict(missing=list(result.missing_keys), unexpected=list(result.unexpected_keys),
                 skipped=mismatched, resampled=resampled)
 

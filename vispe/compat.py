@@ -1,88 +1,81 @@
-"""Compatibility of mmengine 0.10.7 with today's torch and setuptools (fixed on mmengine main, unreleased).
+"""What vispe changes in mmengine 0.10.7 to run on today's torch and setuptools, each change listed.
 
-Two breakages, measured in ../shared/reference/ecosystem.md (B3):
+``import vispe`` applies the patches in :data:`PATCHES` whose problem the installed mmengine still
+has on this machine (each one's ``still_broken`` probe reads mmengine's own code), and only those:
 
-1. torch >= 2.6 loads with ``weights_only=True`` by default, so mmengine's Runner cannot resume
-   (its checkpoints pickle a ``HistoryBuffer`` and numpy state). vispe keeps ``weights_only=True``
-   for every checkpoint from elsewhere (``load_from``, ``vispe.load_checkpoint``) and uses the full
-   unpickler only inside :func:`trusted_checkpoints`, which ``Runner.resume`` enters: a resume file
-   is the user's own.
-2. setuptools >= 82 ships no ``pkg_resources``; mmengine's ``is_installed``/``get_installed_path``
-   import it, which breaks ``_base_ = 'pkg::...'`` and absolute ``read_base()`` imports. They are
-   replaced by ``importlib`` equivalents where ``pkg_resources`` is missing.
-3. mmengine's PyTorch launcher calls ``torch.cuda.set_device`` unconditionally, so DDP on CPU (gloo)
-   fails without a GPU; on a machine without CUDA the process group is initialised directly.
+* ``package_helpers`` — mmengine's ``is_installed``/``get_installed_path`` import ``pkg_resources``,
+  which setuptools >= 82 no longer ships, so ``_base_ = 'pkg::...'`` and absolute ``read_base()``
+  imports fail. They are replaced by ``importlib`` equivalents (fixed on mmengine main, unreleased).
+* ``cpu_process_group`` — mmengine's PyTorch launcher calls ``torch.cuda.set_device`` whatever the
+  backend, so DDP on CPU processes (gloo) fails on a machine without CUDA; there the process group
+  is initialised directly. Machines with CUDA keep mmengine's launcher.
 
-:func:`apply` is idempotent and runs when ``vispe.registry`` is imported.
+Nothing about checkpoints is patched: mmengine's own loaders keep torch's defaults in every runner.
+vispe's runner (:class:`vispe.engine.Runner`) reads its files through :mod:`vispe.serialization`
+instead, so a user's own mmengine Runner in the same process is never given vispe's policy.
+
+``vispe.compat.applied()`` names the patches in force; the tests fail when the installed mmengine
+no longer needs one, so that it is removed.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import functools
 import importlib.metadata
 import importlib.util
+import inspect
 import os.path as osp
-import pickle
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 
-_TRUSTED = contextvars.ContextVar('vispe_trusted_checkpoints', default=False)
-_applied = False
+MMENGINE_VERSION = '0.10.7'
 
 
-@contextlib.contextmanager
-def trusted_checkpoints() -> Iterator[None]:
-    """Within this block, local checkpoints load with the full unpickler (only for your own files)."""
-    token = _TRUSTED.set(True)
-    try:
-        yield
-    finally:
-        _TRUSTED.reset(token)
+@dataclass(frozen=True)
+class Patch:
+    """One change to mmengine.
 
-
-def torch_load(path: str, map_location: Any = 'cpu', weights_only: bool | None = None) -> Any:
-    """``torch.load`` with vispe's policy: ``weights_only`` unless trusted, and errors that say why.
-
-    Args:
-        path: a local file.
-        map_location: as in ``torch.load``.
-        weights_only: force a mode; ``None`` follows :func:`trusted_checkpoints`.
+    Attributes:
+        name: short name.
+        targets: the mmengine attributes replaced ('module:attribute').
+        reason: what breaks without it.
+        still_broken: reads the unpatched mmengine code: True while it still has the problem.
+        affects_here: True where this machine meets the problem (e.g. no CUDA, no pkg_resources).
+        install: replaces the targets.
     """
-    if weights_only is None:
-        weights_only = not _TRUSTED.get()
-    try:
-        return torch.load(path, map_location=map_location, weights_only=weights_only)
-    except FileNotFoundError:
-        raise FileNotFoundError(f'Checkpoint not found: {path}') from None
-    except pickle.UnpicklingError as exc:
-        if weights_only and 'Weights only load failed' in str(exc):
-            first = str(exc).strip().splitlines()[0]
-            raise pickle.UnpicklingError(
-                f'{path} holds pickled Python objects that weights-only loading refuses ({first}). '
-                f'vispe loads checkpoints from elsewhere with weights_only=True. If this is your own '
-                f'training run, resume from it (tools/train.py --resume) or load it with '
-                f'vispe.load_checkpoint(model, path, weights_only=False).') from None
-        raise RuntimeError(f'Checkpoint {path} is corrupt or not a torch file: {exc}') from None
-    except (RuntimeError, EOFError, OSError) as exc:
-        raise RuntimeError(f'Checkpoint {path} is corrupt or truncated: {exc}') from None
+
+    name: str
+    targets: tuple[str, ...]
+    reason: str
+    still_broken: Callable[[], bool]
+    affects_here: Callable[[], bool]
+    install: Callable[[], None]
+
+    def needed(self) -> bool:
+        return self.still_broken() and self.affects_here()
 
 
-def _load_from_local(filename: str, map_location: Any) -> Any:
-    filename = osp.expanduser(filename)
-    if not osp.isfile(filename):
-        raise FileNotFoundError(f'{filename} can not be found.')
-    return torch_load(filename, map_location=map_location)
+_ORIGINALS: dict[str, Any] = {}
+_applied: list[str] = []
 
 
-def _trusted_resume(resume: Callable) -> Callable:
-    @functools.wraps(resume)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with trusted_checkpoints():
-            return resume(self, *args, **kwargs)
-    wrapper.__vispe_patched__ = True
-    return wrapper
+def original(target: str) -> Any:
+    """mmengine's own version of ``'module:attribute'``, as it was before vispe patched it."""
+    if target in _ORIGINALS:
+        return _ORIGINALS[target]
+    module_name, attribute = target.split(':')
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def _replace(target: str, replacement: Any) -> None:
+    module_name, attribute = target.split(':')
+    module = importlib.import_module(module_name)
+    _ORIGINALS.setdefault(target, getattr(module, attribute))
+    setattr(module, attribute, replacement)
+
+
+def _source(target: str) -> str:
+    return inspect.getsource(original(target))
 
 
 def _is_installed(package: str) -> bool:
@@ -108,6 +101,29 @@ def _get_installed_path(package: str) -> str:
     return osp.dirname(spec.origin)
 
 
+PACKAGE_HELPER_TARGETS = (
+    'mmengine.utils.package_utils:is_installed', 'mmengine.utils.package_utils:get_installed_path',
+    'mmengine.utils:is_installed', 'mmengine.utils:get_installed_path',
+    'mmengine.config.config:is_installed', 'mmengine.config.config:get_installed_path',
+    'mmengine.hub.hub:get_installed_path',
+)
+
+
+def _package_helpers_broken() -> bool:
+    return 'pkg_resources' in _source('mmengine.utils.package_utils:is_installed')
+
+
+def _no_pkg_resources() -> bool:
+    return importlib.util.find_spec('pkg_resources') is None
+
+
+def _install_package_helpers() -> None:
+    for target in PACKAGE_HELPER_TARGETS:  # import every module first: some import the helpers from others
+        importlib.import_module(target.split(':')[0])
+    for target in PACKAGE_HELPER_TARGETS:
+        _replace(target, _get_installed_path if target.endswith(':get_installed_path') else _is_installed)
+
+
 def _init_dist_pytorch_cpu(backend: str, init_backend: str = 'torch', **kwargs: Any) -> None:
     if init_backend != 'torch':
         raise RuntimeError(f'Distributed init backend {init_backend!r} needs CUDA; on the CPU use the torch backend '
@@ -115,35 +131,33 @@ def _init_dist_pytorch_cpu(backend: str, init_backend: str = 'torch', **kwargs: 
     torch.distributed.init_process_group(backend=backend, **kwargs)
 
 
-def _has_pkg_resources() -> bool:
-    return importlib.util.find_spec('pkg_resources') is not None
+def _cpu_process_group_broken() -> bool:
+    return 'torch.cuda.set_device' in _source('mmengine.dist.utils:_init_dist_pytorch')
 
 
-def apply() -> None:
-    """Install the fixes into mmengine (idempotent)."""
-    global _applied
-    if _applied:
-        return
-    from mmengine.runner import Runner
-    from mmengine.runner.checkpoint import CheckpointLoader
+def _no_cuda() -> bool:
+    return not torch.cuda.is_available()
 
-    CheckpointLoader.register_scheme(prefixes='', loader=_load_from_local, force=True)
-    if not getattr(Runner.resume, '__vispe_patched__', False):
-        Runner.resume = _trusted_resume(Runner.resume)
 
-    if not torch.cuda.is_available():
-        import mmengine.dist.utils as dist_utils
-        dist_utils._init_dist_pytorch = _init_dist_pytorch_cpu
+PATCHES: tuple[Patch, ...] = (
+    Patch('package_helpers', PACKAGE_HELPER_TARGETS,
+          'mmengine imports pkg_resources, gone from setuptools >= 82: package configs (pkg::) fail to load.',
+          _package_helpers_broken, _no_pkg_resources, _install_package_helpers),
+    Patch('cpu_process_group', ('mmengine.dist.utils:_init_dist_pytorch',),
+          'mmengine calls torch.cuda.set_device in its PyTorch launcher: DDP on CPU processes fails without CUDA.',
+          _cpu_process_group_broken, _no_cuda, lambda: _replace('mmengine.dist.utils:_init_dist_pytorch', _init_dist_pytorch_cpu)),
+)
 
-    if not _has_pkg_resources():
-        import mmengine.config.config as config_module
-        import mmengine.hub.hub as hub_module
-        import mmengine.utils as utils_module
-        import mmengine.utils.package_utils as package_utils
 
-        for module in (config_module, hub_module, utils_module, package_utils):
-            if hasattr(module, 'is_installed'):
-                module.is_installed = _is_installed
-            if hasattr(module, 'get_installed_path'):
-                module.get_installed_path = _get_installed_path
-    _applied = True
+def apply() -> list[str]:
+    """Install the patches the installed mmengine needs (idempotent); returns their names."""
+    for patch in PATCHES:
+        if patch.name not in _applied and patch.needed():
+            patch.install()
+            _applied.append(patch.name)
+    return applied()
+
+
+def applied() -> list[str]:
+    """The names of the patches in force in this process."""
+    return list(_applied)

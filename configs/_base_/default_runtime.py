@@ -1,5 +1,7 @@
 # Runtime shared by every config: vispe's registries, logging, checkpoints (best by top-1), seeding.
 default_scope = 'vispe'
+# mmengine's Runner with vispe's checkpoint policy (nothing in a file runs) and exact resumption.
+runner_type = 'vispe.VispeRunner'
 env_cfg = dict(cudnn_benchmark=False, mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
                dist_cfg=dict(backend='gloo'))
 default_hooks = dict(

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import vispe
+from vispe import serialization
 from vispe.engine import build_runner, load_config, named_unknown_types
 from vispe.registry import UnknownTypeError
 
@@ -45,7 +46,7 @@ def test_a_few_iterations_and_a_checkpoint_for_every_encoding(config, tmp_path) 
 def test_resume_restores_epoch_and_optimizer_state(tmp_path) -> None:
     config = REPO_ROOT / 'configs' / 'vit' / 'vit-t2_rope-mixed_fmnist-28.py'
     small_runner(config, tmp_path).train()
-    saved = torch.load(tmp_path / 'epoch_1.pth', weights_only=False)
+    saved = serialization.load(tmp_path / 'epoch_1.pth')
     resumed = small_runner(config, tmp_path, resume=True, **{'train_cfg.max_epochs': 2})
     resumed.load_or_resume()
     assert resumed.train_loop.epoch == 1 and resumed.train_loop.iter == saved['meta']['iter'] == 2

@@ -1,16 +1,43 @@
-"""Loading configs and building mmengine Runners with vispe's defaults and error messages."""
+"""Loading configs and building mmengine Runners with vispe's checkpoint policy and error messages."""
 from __future__ import annotations
 
+import ast
 import contextlib
+import copy
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
 from mmengine.config import Config
+from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
+from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model, find_latest_checkpoint
 
-from vispe import registry
-from vispe.registry import UnknownTypeError, VispeRegistry, unknown_type_message
+from vispe import registry, serialization
+from vispe.engine.hooks import RandomStateHook
+from vispe.registry import RUNNERS, UnknownTypeError, VispeRegistry, unknown_type_message
+
+TRUST_FLAG = '--trust-checkpoint'
+
+
+def check_config_syntax(path: Path, child: Path | None = None) -> None:
+    """Parse a config and its ``_base_`` files, naming the file of a syntax error (mmengine says
+    ``<unknown>``). Nothing is executed."""
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError as exc:
+        where = f' (a _base_ of {child})' if child is not None else ''
+        line = f': {exc.text.strip()}' if exc.text else ''
+        raise SyntaxError(f'Config {path}{where} has a syntax error at line {exc.lineno}{line} ({exc.msg}). '
+                          f'Fix that line of the file.') from None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == '_base_' for t in node.targets):
+            values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            for value in values:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str) and '::' not in value.value:
+                    base = (path.parent / value.value).resolve()
+                    if base.is_file():
+                        check_config_syntax(base, path)
 
 
 def load_config(path: str | Path, cfg_options: dict[str, Any] | None = None,
@@ -19,6 +46,7 @@ def load_config(path: str | Path, cfg_options: dict[str, Any] | None = None,
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'Config {path} not found.')
+    check_config_syntax(path)
     cfg = Config.fromfile(str(path))
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
@@ -46,7 +74,131 @@ def named_unknown_types() -> Iterator[None]:
         raise UnknownTypeError(unknown_type_message(kind, name, known)) from None
 
 
+@RUNNERS.register_module()
+class VispeRunner(Runner):
+    """mmengine's ``Runner`` with vispe's checkpoint policy and exact resumption.
+
+    - Every local checkpoint (``load_from`` and ``resume``) is read through
+      :mod:`vispe.serialization`'s allow-list unpickler: nothing in a file can run code. A resume
+      file outside the run's work dir, or one that holds objects beyond mmengine's training state,
+      is refused unless the config sets ``trust_resume_file=True`` (``tools/train.py
+      --trust-checkpoint``), which unpickles it in full.
+    - The config stored in a checkpoint is never executed (mmengine's own ``resume`` runs
+      ``Config.fromstring`` on it).
+    - Exact resumption: :class:`~vispe.engine.hooks.RandomStateHook` saves the random generators with
+      every checkpoint and keeps validation off the training's random stream; epoch-based training
+      runs :class:`~vispe.engine.loops.EpochBasedTrainLoop`, which restores them and the position in
+      the epoch. With deterministic kernels a resumed run equals an uninterrupted one.
+    """
+
+    trust_resume_file: bool = False
+    _resuming: bool = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not any(isinstance(hook, RandomStateHook) for hook in self.hooks):
+            self.register_hook(RandomStateHook())
+
+    @classmethod
+    def from_cfg(cls, cfg: Config) -> VispeRunner:
+        runner = super().from_cfg(cfg)
+        runner.trust_resume_file = bool(cfg.get('trust_resume_file', False))
+        return runner
+
+    def build_train_loop(self, loop: Any) -> Any:
+        """Epoch-based configs without a loop type get :class:`~vispe.engine.loops.EpochBasedTrainLoop`."""
+        if isinstance(loop, dict) and 'type' not in loop and loop.get('by_epoch', False):
+            loop = copy.deepcopy(loop)
+            loop.pop('by_epoch')
+            loop['type'] = 'vispe.EpochBasedTrainLoop'
+        return super().build_train_loop(loop)
+
+    def resume_path(self, filename: str | Path) -> Path:
+        """The file to resume from, if the run may read it: inside its work dir, or trusted."""
+        path = Path(filename).expanduser().resolve()
+        work_dir = Path(self.work_dir).resolve()
+        if work_dir not in path.parents and not self.trust_resume_file:
+            raise PermissionError(
+                f'Resume file {path} is outside this run\'s work dir {work_dir}. vispe resumes only from checkpoints '
+                f'the run wrote itself: resume with --work-dir set to the folder of the run that wrote it. If you '
+                f'wrote the file yourself and trust it, pass {TRUST_FLAG} (tools/train.py), i.e. '
+                f'trust_resume_file=True in the config.')
+        return path
+
+    def load_or_resume(self) -> None:
+        """mmengine's ``load_or_resume``; an automatic resume that finds no checkpoint says so."""
+        if self._resume and self._load_from is None and not self._has_loaded:
+            latest = find_latest_checkpoint(self.work_dir)
+            if latest is None:
+                self.logger.warning(f'--resume: no checkpoint in {self.work_dir} (no last_checkpoint file); '
+                                    f'training starts from scratch.')
+                self._resume = False
+            else:
+                self._load_from = latest
+        super().load_or_resume()
+
+    def resume(self, filename: str, resume_optimizer: bool = True, resume_param_scheduler: bool = True,
+               map_location: Any = 'default') -> None:
+        path = self.resume_path(filename)
+        self._resuming = True
+        try:
+            super().resume(str(path), resume_optimizer, resume_param_scheduler, map_location)
+        finally:
+            self._resuming = False
+
+    def read_checkpoint(self, filename: str, map_location: Any) -> dict:
+        """A checkpoint file through the allow-list (remote URLs through mmengine, with torch's defaults)."""
+        if re.match(r'^[a-z][a-z0-9+.-]*://', str(filename)):
+            return _load_checkpoint(filename, map_location=map_location)
+        hint = (f'If you wrote this file yourself and trust it, resume with {TRUST_FLAG}.' if self._resuming else
+                'If the file comes from elsewhere, ask for its weights as a state dict of tensors or a .safetensors '
+                'file.')
+        return serialization.load(filename, map_location=map_location,
+                                  trusted=self._resuming and self.trust_resume_file, refusal_hint=hint)
+
+    def load_checkpoint(self, filename: str, map_location: Any = 'cpu', strict: bool = False,
+                        revise_keys: list | None = None) -> dict:
+        """mmengine's ``load_checkpoint`` on vispe's reader; on resume, also hands the random state to the loop."""
+        checkpoint = self.read_checkpoint(filename, map_location)
+        if not isinstance(checkpoint, dict):
+            raise serialization.CorruptCheckpointError(f'Checkpoint {filename} holds a {type(checkpoint).__name__}, '
+                                                       f'not a dict of state_dict and meta.')
+        if self._resuming:
+            meta = checkpoint.get('meta')
+            if not isinstance(meta, dict) or not {'epoch', 'iter'} <= set(meta):
+                raise serialization.CorruptCheckpointError(
+                    f'{filename} is not a training checkpoint (no meta with epoch and iter): resume from an '
+                    f'epoch_N.pth of the work dir; best.pth and last.pth hold weights only (use load_from).')
+            meta.pop('config', None)
+            self._hand_random_state(checkpoint, filename)
+        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        checkpoint = _load_checkpoint_to_model(model, checkpoint, strict,
+                                               revise_keys=[(r'^module.', '')] if revise_keys is None else revise_keys)
+        self._has_loaded = True
+        self.logger.info(f'Load checkpoint from {filename}')
+        return checkpoint
+
+    def _hand_random_state(self, checkpoint: dict, filename: str) -> None:
+        loop = self.train_loop
+        state = checkpoint.get(RandomStateHook.CHECKPOINT_KEY)
+        if state is None or not hasattr(loop, 'pending_random_state'):
+            self.logger.warning(f'{filename} holds no random state, or the train loop ({type(loop).__name__}) cannot '
+                                f'restore it: the resumed run will draw other random numbers than an uninterrupted '
+                                f'one (augmentation, dropout, drop-path).')
+            return
+        loop.pending_random_state = state
+        if getattr(loop.dataloader, 'persistent_workers', False):
+            self.logger.warning('persistent_workers=True: data-loader workers restart at a resume, so their random '
+                                'augmentation differs from an uninterrupted run. Set persistent_workers=False for an '
+                                'exact resume.')
+
+
 def build_runner(cfg: Config) -> Runner:
-    """``Runner.from_cfg`` inside :func:`named_unknown_types`."""
+    """The config's runner (``runner_type``, default :class:`VispeRunner`) inside :func:`named_unknown_types`."""
     with named_unknown_types():
-        return Runner.from_cfg(cfg)
+        runner_type = cfg.get('runner_type', 'VispeRunner')
+        runner_class = RUNNERS.get(runner_type) if isinstance(runner_type, str) else runner_type
+        if runner_class is None:
+            raise UnknownTypeError(unknown_type_message('runner', runner_type, list(RUNNERS.module_dict)))
+        return runner_class.from_cfg(cfg)

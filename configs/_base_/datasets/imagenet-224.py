@@ -6,7 +6,7 @@ data_root = 'datasets/imagenet'
 train_dataloader = dict(
     batch_size=256,  # per process: 8 processes give the recipe's 2048
     num_workers=8,
-    persistent_workers=True,
+    persistent_workers=False,  # workers restart each epoch: a resumed run equals an uninterrupted one
     sampler=dict(type='DefaultSampler', shuffle=True),
     collate_fn=dict(type='default_collate'),
     dataset=dict(type='ImageFolderDataset', root=data_root, split='train', image_size=224, train_augment=True,
