@@ -9,6 +9,7 @@ from vispe.encodings.irpe import iRPE
 from vispe.encodings.learned_ape import LearnedAPE
 from vispe.encodings.lookhere import LookHere
 from vispe.encodings.nope import NoPE
+from vispe.encodings.options import Option, OptionTypeError, OptionValueError, check_test_time_option
 from vispe.encodings.peg import PEG
 from vispe.encodings.rope import RoPEAxial, RoPEMixed
 from vispe.encodings.rpe2d import RPE2D
@@ -16,6 +17,7 @@ from vispe.encodings.sincos2d import SinCos2D, sincos_2d_embedding
 
 __all__ = [
     'ALiBi2D', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable', 'FourierFeatures', 'HOOK_NAMES',
-    'LearnedAPE', 'LookHere', 'NoPE', 'PEG', 'PositionEncoding', 'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D',
-    'TableCache', 'build_encoding', 'detr_sine_embedding', 'iRPE', 'list_encodings', 'sincos_2d_embedding',
+    'LearnedAPE', 'LookHere', 'NoPE', 'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PositionEncoding',
+    'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'TableCache', 'build_encoding', 'check_test_time_option',
+    'detr_sine_embedding', 'iRPE', 'list_encodings', 'sincos_2d_embedding',
 ]

@@ -6,6 +6,7 @@ from typing import ClassVar
 import torch
 
 from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.options import Option, model_facts
 from vispe.geometry import Positions, pad_prefix, relative_offsets
 from vispe.registry import ENCODINGS
 
@@ -33,6 +34,13 @@ class ALiBi2D(PositionEncoding):
 
     family: ClassVar[str] = 'bias'
     paper: ClassVar[str] = 'Press et al., ICLR 2022 (ALiBi), 2D baseline of Fuller et al., NeurIPS 2024'
+    options: ClassVar[dict[str, Option]] = {
+        **model_facts('num_heads', 'num_prefix_tokens'),
+        'distance_scale': Option(float, ge=0, test_time=True,
+                                 doc='The factor on distances is >= 0 (1 in training, e.g. train_grid / test_grid at '
+                                     'a larger size; negative would favour far keys); the bias is rebuilt every '
+                                     'forward, so it may change at test time.'),
+    }
 
     def __init__(self, num_heads: int, num_prefix_tokens: int = 1, distance_scale: float = 1.0) -> None:
         super().__init__()

@@ -12,18 +12,78 @@ An encoding touches a transformer at a few named points and implements only thos
     x = between_blocks(x, pos, layer)          after block ``layer``
 
 ``pos`` is the :class:`~vispe.geometry.Positions` of the forward pass.
+
+Options are declared once per class (``options``, see :mod:`vispe.encodings.options`) and checked when
+an encoding is constructed and when a test-time option is set on a built encoding.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from collections import OrderedDict
 from typing import Any, Callable, ClassVar, Hashable, Sequence
 
 import torch
 from torch import nn
 
+from vispe.encodings.options import (Option, OptionTypeError, check_test_time_option, closest_suggestion,
+                                     unknown_attribute_message)
 from vispe.geometry import Positions
 
 HOOK_NAMES = ('embed', 'rotate', 'transform_v', 'logits_bias', 'transform_out', 'between_blocks')
+
+# Instance-dict flags: inside the outermost constructor; construction finished (assignments checked).
+_CONSTRUCTING = '_options_constructing'
+_BUILT = '_options_built'
+
+
+def _checked_arguments(cls: type[PositionEncoding], signature: inspect.Signature, instance: PositionEncoding,
+                       args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The constructor arguments (defaults included) with every option declared in ``cls.options``
+    checked and normalised; unknown keyword arguments are refused with the closest option name."""
+    try:
+        bound = signature.bind(instance, *args, **kwargs)
+    except TypeError:
+        accepted = [name for name in signature.parameters if name != 'self']
+        unknown = [name for name in kwargs if name not in signature.parameters]
+        if unknown and not any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
+            accepts = f'It accepts: {", ".join(accepted)}.' if accepted else 'It takes no options.'
+            raise OptionTypeError(f'{cls.__name__} has no option {unknown[0]!r}.'
+                                  f'{closest_suggestion(unknown[0], accepted)} {accepts}') from None
+        return args, kwargs
+    bound.apply_defaults()
+    for name, parameter in signature.parameters.items():
+        if parameter.kind is parameter.VAR_KEYWORD:
+            extra = bound.arguments[name]
+            for key in extra.keys() & cls.options.keys():
+                extra[key] = cls.options[key].check(cls.__name__, key, extra[key])
+        elif name in cls.options:
+            bound.arguments[name] = cls.options[name].check(cls.__name__, name, bound.arguments[name])
+    return bound.args[1:], bound.kwargs
+
+
+def _checking_constructor(init: Callable[..., None]) -> Callable[..., None]:
+    """Wrap an encoding's ``__init__``: the outermost call checks the arguments against the declared
+    options of the class being built, and marks the instance built when it returns (from then on
+    attribute assignments are checked, see :meth:`PositionEncoding.__setattr__`)."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def __init__(self: PositionEncoding, *args: Any, **kwargs: Any) -> None:
+        state = self.__dict__
+        if state.get(_CONSTRUCTING):
+            init(self, *args, **kwargs)
+            return
+        args, kwargs = _checked_arguments(type(self), signature, self, args, kwargs)
+        state[_CONSTRUCTING] = True
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            del state[_CONSTRUCTING]
+        state[_BUILT] = True
+
+    __init__.checks_options = True
+    return __init__
 
 
 class PositionEncoding(nn.Module):
@@ -36,12 +96,58 @@ class PositionEncoding(nn.Module):
             (local name -> timm name), so checkpoints load both ways.
         examples: option sets that build representative instances (the demo and the common
             tests build one model per example).
+        options: the declared constructor options (name -> :class:`~vispe.encodings.options.Option`),
+            model facts included. Constructor arguments named there are checked before ``__init__``
+            runs. On a built encoding, setting a declared test-time option checks the value, setting
+            any other declared option raises AttributeError, and so does a new public attribute name
+            when the class (or a base below PositionEncoding) declares ``options`` at all; a plugin
+            that declares nothing keeps plain nn.Module attributes.
     """
 
     family: ClassVar[str] = 'other'
     paper: ClassVar[str] = ''
     timm_names: ClassVar[dict[str, str]] = {}
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({},)
+    options: ClassVar[dict[str, Option]] = {}
+    declares_options: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get('__init__')
+        if init is not None and not getattr(init, 'checks_options', False):
+            cls.__init__ = _checking_constructor(init)
+        cls.declares_options = any('options' in klass.__dict__ for klass in cls.__mro__
+                                   if issubclass(klass, PositionEncoding) and klass is not PositionEncoding)
+        if 'options' in cls.__dict__:
+            parameters = inspect.signature(cls.__init__).parameters
+            if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+                missing = sorted(set(cls.options) - set(parameters))
+                if missing:
+                    raise TypeError(f'{cls.__name__} declares options {missing} that its __init__ does not take; '
+                                    f'declare only constructor arguments.')
+
+    @_checking_constructor
+    def __init__(self) -> None:
+        super().__init__()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """nn.Module's, after construction checked against the declared options (see the class docstring)."""
+        if self.__dict__.get(_BUILT):
+            if name in type(self).options:
+                value = check_test_time_option(self, name, value)
+            elif type(self).declares_options and not name.startswith('_') and not self._has_attribute(name):
+                raise AttributeError(unknown_attribute_message(self, name))
+        super().__setattr__(name, value)
+
+    def _has_attribute(self, name: str) -> bool:
+        """Whether ``name`` is already an attribute, parameter, buffer, submodule or class member."""
+        return (name in self.__dict__ or name in self._parameters or name in self._buffers or name in self._modules
+                or any(name in klass.__dict__ for klass in type(self).__mro__))
+
+    @classmethod
+    def test_time_options(cls) -> dict[str, Option]:
+        """The declared options that may be set as attributes after build."""
+        return {name: option for name, option in cls.options.items() if option.test_time}
 
     def prepare(self, pos: Positions) -> None:
         """Build this forward's tables into ``pos.memo`` (called once per forward, before the blocks and
@@ -111,6 +217,8 @@ class EncodingStack(PositionEncoding):
     """
 
     family: ClassVar[str] = 'composite'
+    options: ClassVar[dict[str, Option]] = {
+        'encodings': Option(object, doc='The encodings to apply, in order (built, not configs).')}
 
     def __init__(self, encodings: Sequence[PositionEncoding]) -> None:
         super().__init__()

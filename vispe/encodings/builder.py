@@ -6,15 +6,14 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from torch import nn
-
 from vispe.encodings.base import EncodingStack, PositionEncoding
+from vispe.encodings.options import MODEL_FACTS, OptionTypeError
 from vispe.registry import ENCODINGS, UnknownTypeError, unknown_type_message
 
 EncodingConfig = PositionEncoding | Mapping[str, Any] | str | Sequence[Any]
 
 # What a model tells the encodings it builds (constructor arguments filled in when not configured).
-MODEL_CONTEXT = ('embed_dim', 'num_heads', 'head_dim', 'depth', 'grid_size', 'patch_size', 'num_prefix_tokens')
+MODEL_CONTEXT = tuple(MODEL_FACTS)
 
 
 def _registered_encodings() -> dict[str, type[PositionEncoding]]:
@@ -25,8 +24,6 @@ def _registered_encodings() -> dict[str, type[PositionEncoding]]:
 
 def _accepted_context(cls: type, context: Mapping[str, Any]) -> dict[str, Any]:
     """The model facts (embed_dim, num_heads, grid_size, ...) that ``cls.__init__`` takes."""
-    if cls.__init__ is nn.Module.__init__:
-        return {}
     parameters = inspect.signature(cls.__init__).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return dict(context)
@@ -45,7 +42,9 @@ def build_encoding(cfg: EncodingConfig, **context: Any) -> PositionEncoding:
 
     Raises:
         UnknownTypeError: the type is not a registered encoding (the message names the closest).
-        TypeError: the config is not an encoding config, or the constructor rejects an argument.
+        TypeError: the config is not an encoding config, an option is unknown (the message names the
+            closest) or of the wrong type, or the constructor rejects an argument.
+        ValueError: an option is out of its declared range, of the wrong length or not a choice.
     """
     if isinstance(cfg, PositionEncoding):
         return cfg
@@ -74,6 +73,8 @@ def build_encoding(cfg: EncodingConfig, **context: Any) -> PositionEncoding:
     kwargs = {**_accepted_context(cls, context), **args}
     try:
         return cls(**kwargs)
+    except OptionTypeError:
+        raise
     except TypeError as exc:
         accepted = [name for name in inspect.signature(cls.__init__).parameters if name != 'self']
         raise TypeError(f'Cannot build {cls.__name__} from {dict(cfg)}: {exc}. It accepts: {", ".join(accepted)}.') \
@@ -117,15 +118,15 @@ class EncodingTable(list):
 
 
 def encoding_options(cls: type[PositionEncoding]) -> tuple[str, ...]:
-    """The constructor options a config sets (``name=default``), without the model's facts."""
-    if cls.__init__ is nn.Module.__init__:
-        return ()
+    """The constructor options a config sets (``name=default``, marked ``(test-time)`` when declared so),
+    without the model's facts."""
     options = []
     for name, parameter in inspect.signature(cls.__init__).parameters.items():
         if name == 'self' or name in MODEL_CONTEXT or parameter.kind in (parameter.VAR_POSITIONAL,
                                                                          parameter.VAR_KEYWORD):
             continue
-        options.append(name if parameter.default is parameter.empty else f'{name}={parameter.default!r}')
+        text = name if parameter.default is parameter.empty else f'{name}={parameter.default!r}'
+        options.append(f'{text} (test-time)' if name in cls.test_time_options() else text)
     return tuple(options)
 
 

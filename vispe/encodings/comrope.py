@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import PositionEncoding
+from vispe.encodings.options import Option, model_facts
 from vispe.encodings.rotary import angles_to_cis, rotate_pairs
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
@@ -52,12 +53,23 @@ class ComRoPE(PositionEncoding):
     family: ClassVar[str] = 'rotary'
     paper: ClassVar[str] = 'Yu et al., CVPR 2025 (ComRoPE)'
     examples: ClassVar[tuple[dict, ...]] = ({'variant': 'AP'}, {'variant': 'LD'}, {'variant': 'LD', 'block_size': 4})
+    options: ClassVar[dict[str, Option]] = {
+        **model_facts('head_dim', 'depth', 'num_heads'),
+        'variant': Option(str, choices=VARIANTS, doc="'AP' (axis-partitioned) or 'LD' (linearly dependent); it "
+                                                    'shapes the parameters.'),
+        'block_size': Option(int, ge=1, doc='The block size b of the rotations (the paper uses 2 to 8); head_dim '
+                                            'must be divisible by b (by 2b for AP). It shapes the parameters.'),
+        'init_std': Option(float, ge=0, doc='The std of the generator parameters at initialisation is >= 0 (the '
+                                            'reference uses 1); it only matters at build.'),
+        'perturbation': Option(float, ge=0, doc='The intensity of the training-time position jitter is >= 0 (0 '
+                                                'off; the paper uses 1); it has no effect in evaluation.'),
+        'cls_position': Option(float, doc='The normalised position of prefix tokens on both axes (0.5, the image '
+                                          'centre); the trained rotations depend on it, so it is fixed at build.'),
+    }
 
     def __init__(self, head_dim: int, depth: int, num_heads: int, variant: str = 'AP', block_size: int = 2,
                  init_std: float = 1.0, perturbation: float = 0.0, cls_position: float = 0.5) -> None:
         super().__init__()
-        if variant not in VARIANTS:
-            raise ValueError(f"ComRoPE variant must be one of {VARIANTS}; got {variant!r}.")
         multiple = 2 * block_size if variant == 'AP' else block_size
         if head_dim % multiple != 0:
             raise ValueError(f'ComRoPE-{variant} needs head_dim divisible by {multiple} (block_size={block_size}); '

@@ -7,6 +7,7 @@ from typing import ClassVar
 import torch
 
 from vispe.encodings.base import PositionEncoding
+from vispe.encodings.options import Option, model_fact
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
@@ -65,12 +66,20 @@ class DETRSine(PositionEncoding):
 
     family: ClassVar[str] = 'absolute'
     paper: ClassVar[str] = 'DETR, Carion et al. ECCV 2020'
+    options: ClassVar[dict[str, Option]] = {
+        'embed_dim': model_fact('embed_dim', multiple_of=2, doc='The token width C holds y and x halves, so it must '
+                                                               'be even.'),
+        'temperature': Option(float, gt=0, doc='The frequency base is positive (DETR uses 10000); the trained model '
+                                               'depends on the table, so it is fixed at build.'),
+        'normalize': Option(bool, doc='Whether positions are divided by the real extent (True in DETR); the trained '
+                                      'model depends on it, so it is fixed at build.'),
+        'scale': Option(float, gt=0, doc='The extent of normalised positions is positive (DETR uses 2*pi); the '
+                                         'trained model depends on it, so it is fixed at build.'),
+    }
 
     def __init__(self, embed_dim: int, temperature: float = 10000., normalize: bool = True,
                  scale: float = 2 * math.pi) -> None:
         super().__init__()
-        if embed_dim % 2:
-            raise ValueError(f'DETRSine needs an even embed_dim; got {embed_dim}.')
         self.embed_dim = embed_dim
         self.temperature = temperature
         self.normalize = normalize

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import PositionEncoding
+from vispe.encodings.options import Option, model_facts
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
@@ -38,6 +39,17 @@ class FourierFeatures(PositionEncoding):
 
     family: ClassVar[str] = 'absolute'
     paper: ClassVar[str] = 'Li et al., NeurIPS 2021'
+    options: ClassVar[dict[str, Option]] = {
+        **model_facts('embed_dim'),
+        'fourier_dim': Option(int, ge=1, multiple_of=2, optional=True,
+                              doc='The number of Fourier features F (cos and sin halves, so even); None takes '
+                                  'embed_dim. It shapes W_r and the MLP, so it is fixed at build.'),
+        'hidden_dim': Option(int, ge=1, doc='The MLP hidden width (32 by default); it shapes the MLP.'),
+        'gamma': Option(float, gt=0, doc='W_r is drawn with std 1/gamma, so gamma is positive (10 by default); '
+                                         'used only at initialisation.'),
+        'normalize': Option(bool, doc='Whether positions are divided by the grid size; the MLP is trained on one '
+                                      'range, so it is fixed at build.'),
+    }
 
     def __init__(
             self,
@@ -48,9 +60,10 @@ class FourierFeatures(PositionEncoding):
             normalize: bool = False,
     ) -> None:
         super().__init__()
-        fourier_dim = fourier_dim or embed_dim
+        fourier_dim = embed_dim if fourier_dim is None else fourier_dim
         if fourier_dim % 2 != 0:
-            raise ValueError(f'FourierFeatures needs an even fourier_dim (cos and sin halves); got {fourier_dim}.')
+            raise ValueError(f'FourierFeatures takes fourier_dim = embed_dim by default, which must then be even (cos '
+                             f'and sin halves); got embed_dim={embed_dim}. Pass an even fourier_dim.')
         self.fourier_dim = fourier_dim
         self.gamma = gamma
         self.normalize = normalize

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.options import Option, model_facts
 from vispe.geometry import Positions, pad_prefix, relative_offsets
 from vispe.registry import ENCODINGS
 
@@ -98,15 +99,23 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
         {'method': 'cross', 'mode': 'bias', 'on': 'qk', 'shared_head': False},
         {'method': 'euclidean', 'mode': 'contextual', 'on': 'k', 'ratio': 2.0},
     )
+    options: ClassVar[dict[str, Option]] = {
+        **model_facts('head_dim', 'num_heads', 'depth', 'num_prefix_tokens'),
+        'method': Option(str, choices=tuple(METHOD_ALIASES), doc='How offsets fall into buckets (the released models: '
+                                                                "'product'); it shapes the tables."),
+        'mode': Option(str, choices=tuple(MODE_ALIASES), doc="'contextual' (query-dependent) or 'bias'; it shapes "
+                                                             'the tables.'),
+        'on': Option(str, doc="Which of q, k, v carry tables, e.g. 'k' or 'qkv'; it shapes the tables."),
+        'shared_head': Option(bool, doc='One table for all heads (True in the released models); it shapes the '
+                                        'tables.'),
+        'ratio': Option(float, gt=0, doc='The bucket ratio r is positive (the released models use 1.9); it sets the '
+                                         'number of buckets, so it shapes the tables.'),
+    }
 
     def __init__(self, head_dim: int, num_heads: int, depth: int, num_prefix_tokens: int = 1,
                  method: str = 'product', mode: str = 'contextual', on: str = 'k', shared_head: bool = True,
                  ratio: float = 1.9) -> None:
         super().__init__()
-        if method not in METHOD_ALIASES:
-            raise ValueError(f'iRPE method must be one of {sorted(METHOD_ALIASES)}; got {method!r}.')
-        if mode not in MODE_ALIASES:
-            raise ValueError(f'iRPE mode must be one of {sorted(MODE_ALIASES)}; got {mode!r}.')
         if not on or set(on) - set('qkv'):
             raise ValueError(f"iRPE 'on' is a combination of 'q', 'k', 'v' (e.g. 'qkv'); got {on!r}.")
         self.method, self.mode, self.on = METHOD_ALIASES[method], MODE_ALIASES[mode], ''.join(sorted(set(on)))

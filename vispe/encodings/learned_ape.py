@@ -8,8 +8,13 @@ from timm.layers import resample_abs_pos_embed, trunc_normal_
 from torch import nn
 
 from vispe.encodings.base import PositionEncoding
+from vispe.encodings.options import Option, model_facts
 from vispe.geometry import Positions, to_2tuple
 from vispe.registry import ENCODINGS
+
+# F.interpolate modes for a 2D grid, and those that can antialias.
+INTERPOLATIONS = ('nearest', 'nearest-exact', 'bilinear', 'bicubic', 'area')
+ANTIALIASED = ('bilinear', 'bicubic')
 
 
 @ENCODINGS.register_module()
@@ -29,13 +34,24 @@ class LearnedAPE(PositionEncoding):
         num_prefix_tokens: cls + register tokens of the model.
         no_embed_class: the table has no prefix rows and is added to patches only (DeiT-III, rope-vit
             "+APE" variants); otherwise it has one row per prefix token (original ViT/DeiT).
-        interpolation: ``F.interpolate`` mode for resampling.
-        antialias: antialias when downsampling.
+        interpolation: ``F.interpolate`` mode for resampling (test-time).
+        antialias: antialias when downsampling with a bilinear or bicubic ``interpolation`` (test-time;
+            the other modes have no antialiasing).
     """
 
     family: ClassVar[str] = 'absolute'
     paper: ClassVar[str] = 'Dosovitskiy et al., ICLR 2021 (ViT); timm'
     timm_names: ClassVar[dict[str, str]] = {'pos_embed': 'pos_embed'}
+    options: ClassVar[dict[str, Option]] = {
+        **model_facts('embed_dim', 'grid_size', 'num_prefix_tokens'),
+        'no_embed_class': Option(bool, doc='Whether the table has no prefix rows (DeiT-III); it shapes the table.'),
+        'interpolation': Option(str, choices=INTERPOLATIONS, test_time=True,
+                                doc='How the table is resampled to another grid (timm: bicubic); no parameter '
+                                    'depends on it, so it may change at test time.'),
+        'antialias': Option(bool, test_time=True,
+                            doc='Antialias when resampling down with bilinear or bicubic (timm: True); no '
+                                'parameter depends on it, so it may change at test time.'),
+    }
 
     def __init__(
             self,
@@ -69,7 +85,7 @@ class LearnedAPE(PositionEncoding):
             old_size=list(self.grid_size),
             num_prefix_tokens=self.table_prefix_tokens,
             interpolation=self.interpolation,
-            antialias=self.antialias,
+            antialias=self.antialias and self.interpolation in ANTIALIASED,
         )
 
     def per_image(self, sizes: torch.Tensor, grid_size: tuple[int, int]) -> torch.Tensor:

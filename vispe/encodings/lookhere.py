@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.options import Option, closest_suggestion, model_facts
 from vispe.geometry import Positions, pad_prefix, relative_offsets
 from vispe.registry import ENCODINGS
 
@@ -54,8 +55,9 @@ def head_layout(directions: str, num_heads: int) -> tuple[list[str], list[tuple[
     parts = directions.split('-')
     unknown = [part for part in parts if part not in SHORTHANDS]
     if unknown:
-        raise ValueError(f'Unknown LookHere directions {unknown}; known: {sorted(SHORTHANDS)} and aliases '
-                         f'{sorted(ALIASES)}, joined with "-".')
+        raise ValueError(f'Unknown LookHere directions {unknown} in {directions!r}.'
+                         f'{closest_suggestion(unknown[0], [*SHORTHANDS, *ALIASES])} Known: {sorted(SHORTHANDS)} and '
+                         f'aliases {sorted(ALIASES)}, joined with "-".')
     if len(parts) == 1:
         # the reference: heads divisible by 4; vispe extends it to any count (the first heads of the cycle)
         groups = ((0, 4),) * (num_heads // 4) + (((0, num_heads % 4),) if num_heads % 4 else ())
@@ -151,22 +153,37 @@ class LookHere(PositionEncoding):
     paper: ClassVar[str] = 'Fuller et al., NeurIPS 2024 (LookHere)'
     examples: ClassVar[tuple[dict, ...]] = ({'directions': 'halves'}, {'directions': 'corners', 'distance': 'sqrt'},
                                             {'directions': 'zerotriangles', 'fill_with': 'max'})
+    options: ClassVar[dict[str, Option]] = {
+        **model_facts('num_heads', 'depth', 'num_prefix_tokens'),
+        'directions': Option(str, doc="The heads' fields of view: shorthands such as 'halves', 'corners', "
+                                      "'eighths' joined with '-'; the trained heads depend on them."),
+        'global_slope': Option(float, ge=0, test_time=True,
+                               doc='The global distance penalty g is >= 0 (1 in training; the paper lowers it at '
+                                   'higher resolution); it scales the bias per call, so it may change at test time.'),
+        'layer_slopes': Option(float, ge=0, sequence=True, length=2,
+                               doc='The (first, last) layer penalties are >= 0 (the paper uses (1.5, 0.5)); the '
+                                   'trained layers depend on them, so they are fixed at build.'),
+        'distance': Option(str, choices=DISTANCES, doc='How the penalty grows with distance; the trained heads '
+                                                       'depend on it.'),
+        'fill_with': Option(str, choices=FILLS, doc="What masked keys get ('inf' masks them); the trained heads "
+                                                    'depend on it.'),
+        'reference_rounding': Option(bool, test_time=True,
+                                     doc="Whether biases are rounded to bfloat16 as the reference's are; numerics "
+                                         'only, and the tables are cached per setting, so it may change at test '
+                                         'time.'),
+    }
 
     def __init__(self, num_heads: int, depth: int, num_prefix_tokens: int = 1, directions: str = 'halves',
                  global_slope: float = 1.0, layer_slopes: Sequence[float] = (1.5, 0.5), distance: str = 'linear',
                  fill_with: str = 'inf', reference_rounding: bool = False) -> None:
         super().__init__()
-        if distance not in DISTANCES:
-            raise ValueError(f'LookHere distance must be one of {DISTANCES}; got {distance!r}.')
-        if fill_with not in FILLS:
-            raise ValueError(f'LookHere fill_with must be one of {FILLS}; got {fill_with!r}.')
         self.head_names, self.head_directions = head_layout(directions, num_heads)
         self.head_slopes = head_slopes(self.head_names)
         self.directions = directions
         self.depth = depth
         self.num_prefix_tokens = num_prefix_tokens
         self.global_slope = global_slope
-        self.layer_slopes = tuple(float(s) for s in layer_slopes)
+        self.layer_slopes = tuple(layer_slopes)
         self.distance = distance
         self.fill_with = fill_with
         self.reference_rounding = reference_rounding

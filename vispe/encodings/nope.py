@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from vispe.encodings.base import PositionEncoding
+from vispe.encodings.options import Option
 from vispe.registry import ENCODINGS
 
 
@@ -16,3 +17,4 @@ class NoPE(PositionEncoding):
 
     family: ClassVar[str] = 'none'
     paper: ClassVar[str] = 'baseline (no position)'
+    options: ClassVar[dict[str, Option]] = {}

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from vispe.encodings.base import PositionEncoding
+from vispe.encodings.options import Option, model_facts
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
@@ -36,11 +37,17 @@ class PEG(PositionEncoding):
     family: ClassVar[str] = 'conditional'
     paper: ClassVar[str] = 'Chu et al., ICLR 2023 (CPVT)'
     examples: ClassVar[tuple[dict, ...]] = ({}, {'after_blocks': (0, 1)})
+    options: ClassVar[dict[str, Option]] = {
+        **model_facts('embed_dim', 'depth'),
+        'after_blocks': Option(int, ge=0, sequence=True, doc='The blocks followed by a PEG, 0..depth-1 (CPVT: (0,)); '
+                                                             'each has its own conv.'),
+        'kernel_size': Option(int, ge=1, doc='The odd conv size k (3 in CPVT and Twins); it shapes the convs.'),
+    }
 
     def __init__(self, embed_dim: int, depth: int, after_blocks: Sequence[int] = (0,), kernel_size: int = 3) -> None:
         super().__init__()
-        blocks = sorted({int(b) for b in after_blocks})
-        if not blocks or blocks[0] < 0 or blocks[-1] >= depth:
+        blocks = sorted(set(after_blocks))
+        if not blocks or blocks[-1] >= depth:
             raise ValueError(f'PEG after_blocks must name blocks 0..{depth - 1}; got {tuple(after_blocks)}.')
         if kernel_size % 2 != 1:
             raise ValueError(f'PEG needs an odd kernel_size (same-size zero padding); got {kernel_size}.')

@@ -8,14 +8,16 @@ from timm.layers.pos_embed_sincos import init_random_2d_freqs
 from torch import nn
 
 from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.options import Option, model_fact, model_facts
 from vispe.encodings.rotary import angles_to_cis, rotate_pairs, with_identity_prefix, xy_positions
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
-
-def _check_head_dim(name: str, head_dim: int) -> None:
-    if head_dim % 4 != 0:
-        raise ValueError(f'{name} needs a head width divisible by 4 (x and y pairs); got head_dim={head_dim}.')
+HEAD_DIM = model_fact('head_dim', multiple_of=4, doc='The head width d rotates x and y channel pairs, so it must be '
+                                                    'a multiple of 4: choose embed_dim / num_heads divisible by 4.')
+POSITION_SCALE = Option(float, gt=0, test_time=True,
+                        doc='The factor on positions is positive (1 in training, e.g. train_grid / test_grid to '
+                            'interpolate); it only sets the rotation tables, so it may change at test time.')
 
 
 @ENCODINGS.register_module()
@@ -41,10 +43,16 @@ class RoPEAxial(PositionEncoding):
 
     family: ClassVar[str] = 'rotary'
     paper: ClassVar[str] = 'Heo et al., ECCV 2024 (rope-vit)'
+    options: ClassVar[dict[str, Option]] = {
+        'head_dim': HEAD_DIM,
+        'theta': Option(float, gt=0, test_time=True,
+                        doc='The RoPE base is positive (rope-vit uses 100; the LookHere paper raises it with the '
+                            'resolution); it only sets the rotation tables, so it may change at test time.'),
+        'position_scale': POSITION_SCALE,
+    }
 
     def __init__(self, head_dim: int, theta: float = 100.0, position_scale: float = 1.0) -> None:
         super().__init__()
-        _check_head_dim('RoPEAxial', head_dim)
         self.head_dim = head_dim
         self.theta = theta
         self.position_scale = position_scale
@@ -108,11 +116,19 @@ class RoPEMixed(PositionEncoding):
 
     family: ClassVar[str] = 'rotary'
     paper: ClassVar[str] = 'Heo et al., ECCV 2024 (rope-vit)'
+    options: ClassVar[dict[str, Option]] = {
+        'head_dim': HEAD_DIM,
+        **model_facts('depth', 'num_heads'),
+        'theta': Option(float, gt=0, doc='The base of the initial frequencies is positive (rope-vit uses 10); the '
+                                         'learned frequencies replace it, so it only matters at build.'),
+        'random_angles': Option(bool, doc='Whether each layer and head draws its angle at initialisation (rope-vit: '
+                                          'True); it only matters at build.'),
+        'position_scale': POSITION_SCALE,
+    }
 
     def __init__(self, head_dim: int, depth: int, num_heads: int, theta: float = 10.0, random_angles: bool = True,
                  position_scale: float = 1.0) -> None:
         super().__init__()
-        _check_head_dim('RoPEMixed', head_dim)
         self.depth = depth
         self.init_theta = theta
         self.position_scale = position_scale

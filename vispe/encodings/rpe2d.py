@@ -9,6 +9,7 @@ import torch
 
 from vispe.encodings.base import EncodingStack, PositionEncoding
 from vispe.encodings.builder import EncodingConfig, build_encoding
+from vispe.encodings.options import Option, model_fact
 from vispe.geometry import Positions, to_2tuple
 from vispe.registry import ENCODINGS
 
@@ -44,6 +45,14 @@ class RPE2D(PositionEncoding):
     paper: ClassVar[str] = 'Liu, Hou et al., arXiv 2503.18719'
     examples: ClassVar[tuple[dict, ...]] = ({'base': {'type': 'RoPEAxial'}, 'max_grid': 32},
                                             {'base': {'type': 'LearnedAPE'}, 'max_grid': 32})
+    options: ClassVar[dict[str, Option]] = {
+        'base': Option(object, doc='The underlying encoding: a config dict, type name or instance of an encoding '
+                                   'that uses embed or rotate (e.g. RoPEAxial); set its test-time options on .base.'),
+        'max_grid': model_fact('grid_size', doc='The grid (H_max, W_max) the positions are drawn from, positive; the '
+                                                'base encoding is built for it.'),
+        'seed': Option(int, optional=True, doc='The seed of a private generator for the training draws (None: '
+                                               "torch's global RNG); the generator is made at build."),
+    }
 
     def __init__(self, base: EncodingConfig, max_grid: int | Sequence[int], seed: int | None = None,
                  **context: Any) -> None:

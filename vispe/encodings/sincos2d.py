@@ -6,6 +6,7 @@ from typing import ClassVar
 import torch
 
 from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.options import Option, model_fact
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
@@ -53,11 +54,15 @@ class SinCos2D(PositionEncoding):
 
     family: ClassVar[str] = 'absolute'
     paper: ClassVar[str] = 'MAE, He et al. CVPR 2022 / DiT, Peebles & Xie ICCV 2023'
+    options: ClassVar[dict[str, Option]] = {
+        'embed_dim': model_fact('embed_dim', multiple_of=4, doc='The token width C holds sin and cos for 2 axes, '
+                                                               'so it must be a multiple of 4.'),
+        'temperature': Option(float, gt=0, doc='The frequency base is positive (MAE and DiT use 10000); the trained '
+                                               'model depends on the table, so it is fixed at build.'),
+    }
 
     def __init__(self, embed_dim: int, temperature: float = 10000.) -> None:
         super().__init__()
-        if embed_dim % 4 != 0:
-            raise ValueError(f'SinCos2D needs embed_dim divisible by 4; got {embed_dim}.')
         self.embed_dim = embed_dim
         self.temperature = temperature
         self._cache = TableCache()
