@@ -42,21 +42,24 @@ import torch
 
 import vispe
 from vispe.encodings import ComRoPE, PositionEncoding, TableCache
+from vispe.engine.arguments import config_dict, non_negative_int, positive_int, reported_by, writable_output
 from vispe.geometry import Positions
 
 
 def parse_args() -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless sizes, batch, repeats and threads
+    are positive, warm-up is not negative, configs are JSON objects and the output folder can be created."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--arch', default='vit_small_patch16_224')
     parser.add_argument('--encodings', nargs='+', default=['all'],
                         help="registered names (one row per example configuration), 'all', or 'none'")
-    parser.add_argument('--configs', nargs='+', default=[], type=json.loads,
+    parser.add_argument('--configs', nargs='+', default=[], type=config_dict,
                         help='encoding configs as JSON, e.g. \'{"type": "iRPE", "on": "k"}\'')
-    parser.add_argument('--sizes', type=int, nargs='+', default=[224, 512])
-    parser.add_argument('--batch', type=int, default=8)
-    parser.add_argument('--repeats', type=int, default=5)
-    parser.add_argument('--warmup', type=int, default=2)
-    parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument('--sizes', type=positive_int, nargs='+', default=[224, 512])
+    parser.add_argument('--batch', type=positive_int, default=8)
+    parser.add_argument('--repeats', type=positive_int, default=5)
+    parser.add_argument('--warmup', type=non_negative_int, default=2)
+    parser.add_argument('--threads', type=positive_int, default=None)
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--timm-models', nargs='*', default=[],
                         help='extra timm models to time alongside, e.g. vit_small_patch16_rope_mixed_224')
@@ -65,7 +68,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--backward', action='store_true', help='time forward + backward instead of forward only')
     parser.add_argument('--out', type=Path, default=None, help='write <out>.csv and <out>.json')
     parser.add_argument('--probe', default=None, help=argparse.SUPPRESS)
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.out is not None:
+        with reported_by(parser):
+            writable_output(args.out, '--out', suffixes=('.csv', '.json', '.md'))
+    return args
 
 
 def encoding_configs(names: list[str]) -> dict[str, dict]:
@@ -294,7 +301,6 @@ def main() -> int:
     print(title)
     print(aligned_table(cells))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         with open(args.out.with_suffix('.csv'), 'w', newline='') as handle:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()

@@ -13,32 +13,80 @@ first two sizes.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from mmengine.config import Config
+
 from vispe.engine import build_runner, load_config, named_unknown_types
+from vispe.engine.arguments import (InvalidArgument, check_distinct, existing_file, positive_int, reported_by,
+                                    writable_folder, writable_output)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def config_path(name: str) -> Path:
+    """The config of an encoding name of ``--encodings``."""
+    return REPO_ROOT / 'configs' / 'vit' / f'vit-t2_{name}_fmnist-28.py'
+
+
 def parse_args() -> argparse.Namespace:
+    """The command line, refused before any training with a message naming the argument unless every
+    encoding has a config, counts are positive, the sizes are distinct multiples of the patch size, the
+    image can be read and the output folders can be created."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--encodings', nargs='+', default=['ape', 'rope-mixed', 'lookhere'],
                         help='config names: configs/vit/vit-t2_<name>_fmnist-28.py')
-    parser.add_argument('--epochs', type=int, default=6, help='at least 2: warm-up, then cosine decay')
-    parser.add_argument('--train-subset', type=int, default=4000)
-    parser.add_argument('--test-subset', type=int, default=500)
-    parser.add_argument('--sizes', type=int, nargs='+', default=[28, 42, 56, 84])
+    parser.add_argument('--epochs', type=positive_int, default=6, help='at least 2: warm-up, then cosine decay')
+    parser.add_argument('--train-subset', type=positive_int, default=4000)
+    parser.add_argument('--test-subset', type=positive_int, default=500)
+    parser.add_argument('--sizes', type=positive_int, nargs='+', default=[28, 42, 56, 84])
     parser.add_argument('--work-root', type=Path, default=Path('work_dirs/demo'))
     parser.add_argument('--out', type=Path, default=Path('results/demo/extrapolation'))
     parser.add_argument('--image', default='skimage:astronaut', help='photo for the attention figure')
-    return parser.parse_args()
+    args = parser.parse_args()
+    with reported_by(parser):
+        check_arguments(args)
+    return args
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """What would otherwise fail only after minutes of training (see :func:`parse_args`)."""
+    missing = [name for name in args.encodings if not config_path(name).is_file()]
+    if missing:
+        known = sorted(p.name[len('vit-t2_'):-len('_fmnist-28.py')] for p in (REPO_ROOT / 'configs' / 'vit').glob(
+            'vit-t2_*_fmnist-28.py'))
+        raise InvalidArgument('--encodings', missing, f'No config for {missing} in configs/vit', f'choose from {known}')
+    if args.epochs < 2:
+        raise InvalidArgument('--epochs', args.epochs, 'the schedule needs one warm-up epoch, then cosine decay',
+                              'give at least 2')
+    check_distinct('--sizes', args.sizes)
+    for name in args.encodings:
+        patch = Config.fromfile(str(config_path(name))).model.backbone.get('patch_size')
+        bad = [size for size in args.sizes if patch and size % patch]
+        if bad:
+            raise InvalidArgument('--sizes', args.sizes, f'{", ".join(map(str, bad))} not a multiple of the patch size '
+                                  f'{patch} of vit-t2_{name}_fmnist-28', f'give multiples of {patch}')
+    kind, _, image = args.image.partition(':')
+    if kind == 'skimage':
+        if importlib.util.find_spec('skimage') is None:
+            raise InvalidArgument('--image', args.image, 'skimage:NAME images need scikit-image, which is not '
+                                  'installed', 'pip install scikit-image, or give fmnist:INDEX or an image file')
+        import skimage.data
+        if not hasattr(skimage.data, image):
+            raise InvalidArgument('--image', args.image, f'scikit-image has no image {image!r}',
+                                  'try skimage:astronaut, skimage:camera or skimage:coffee')
+    elif not (kind == 'fmnist' and image.isdigit()):
+        existing_file(Path(args.image), '--image')
+    writable_folder(args.work_root, '--work-root')
+    writable_output(args.out, '--out', suffixes=('.csv', '.json', '.png'))
 
 
 def train(name: str, args: argparse.Namespace) -> Path:
-    config = REPO_ROOT / 'configs' / 'vit' / f'vit-t2_{name}_fmnist-28.py'
+    config = config_path(name)
     work_dir = args.work_root / config.stem
     options = {'train_cfg.max_epochs': args.epochs, 'param_scheduler.1.end': args.epochs,
                'train_dataloader.dataset.subset': args.train_subset, 'val_dataloader.dataset.subset': args.test_subset,
@@ -54,16 +102,6 @@ def train(name: str, args: argparse.Namespace) -> Path:
 
 def main() -> int:
     args = parse_args()
-    if args.epochs < 2:
-        print('--epochs must be at least 2 (one warm-up epoch, then cosine decay).', file=sys.stderr)
-        return 2
-    missing = [name for name in args.encodings
-               if not (REPO_ROOT / 'configs' / 'vit' / f'vit-t2_{name}_fmnist-28.py').is_file()]
-    if missing:
-        known = sorted(p.name[len('vit-t2_'):-len('_fmnist-28.py')] for p in (REPO_ROOT / 'configs' / 'vit').glob(
-            'vit-t2_*_fmnist-28.py'))
-        print(f'No config for {missing}; choose from {known}.', file=sys.stderr)
-        return 2
     work_dirs = [train(name, args) for name in args.encodings]
     command = [sys.executable, str(REPO_ROOT / 'tools' / 'eval_resolution.py'), *map(str, work_dirs),
                '--sizes', *map(str, args.sizes), '--subset', str(args.test_subset), '--out', str(args.out)]

@@ -37,6 +37,7 @@ from tqdm import tqdm
 
 import vispe
 from vispe.engine import named_unknown_types
+from vispe.engine.arguments import check_distinct, positive_int, reported_by, writable_output
 from vispe.registry import DATASETS, METRICS, MODELS
 
 
@@ -51,18 +52,25 @@ class Run:
 
 
 def parse_args() -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless sizes are distinct positive
+    integers, counts are positive and the output folder can be created."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('runs', nargs='+', help='work dirs, or CONFIG::CHECKPOINT pairs')
-    parser.add_argument('--sizes', type=int, nargs='+', required=True)
+    parser.add_argument('--sizes', type=positive_int, nargs='+', required=True)
     parser.add_argument('--encoding-options', nargs='*', default=[], metavar='SIZE:NAME=VALUE',
                         help='test-time encoding attributes per size, e.g. 56:global_slope=0.95 all:theta=160')
     parser.add_argument('--eval-mode', choices=['upsample', 'canvas'], default='upsample')
-    parser.add_argument('--subset', type=int, default=None, help='balanced test subset (default: the config\'s)')
-    parser.add_argument('--batch-size', type=int, default=128)
+    parser.add_argument('--subset', type=positive_int, default=None,
+                        help='balanced test subset (default: the config\'s)')
+    parser.add_argument('--batch-size', type=positive_int, default=128)
     parser.add_argument('--checkpoint-name', default='best.pth', help='checkpoint file inside a work dir')
     parser.add_argument('--pad', action='store_true', help='pad sizes that are not a multiple of the patch size')
     parser.add_argument('--out', type=Path, default=Path('results/extrapolation'))
-    return parser.parse_args()
+    args = parser.parse_args()
+    with reported_by(parser):
+        check_distinct('--sizes', args.sizes)
+        writable_output(args.out, '--out', suffixes=('.csv', '.json', '.png'))
+    return args
 
 
 def resolve_run(spec: str, checkpoint_name: str) -> Run:
@@ -80,6 +88,8 @@ def resolve_run(spec: str, checkpoint_name: str) -> Run:
 
 
 def parse_encoding_options(items: list[str], sizes: list[int]) -> dict[int, dict[str, Any]]:
+    """``SIZE:NAME=VALUE`` (or ``all:NAME=VALUE``) items -> {size: {name: value}}; values are Python literals,
+    else strings. Names and values are checked against the encodings later (:func:`check_encoding_options`)."""
     options: dict[int, dict[str, Any]] = {size: {} for size in sizes}
     for item in items:
         try:
@@ -87,6 +97,12 @@ def parse_encoding_options(items: list[str], sizes: list[int]) -> dict[int, dict
             name, text = assignment.split('=', 1)
         except ValueError:
             raise ValueError(f'--encoding-options takes SIZE:NAME=VALUE (or all:NAME=VALUE); got {item!r}.') from None
+        if where != 'all' and not where.isdigit():
+            raise ValueError(f'--encoding-options {item!r}: the size before ":" is one of --sizes {sizes} or all; '
+                             f'got {where!r}.')
+        if not name.isidentifier():
+            raise ValueError(f'--encoding-options {item!r}: {name!r} is not an option name; write SIZE:NAME=VALUE, '
+                             f'e.g. all:theta=160.')
         try:
             value = ast.literal_eval(text)
         except (ValueError, SyntaxError):
@@ -108,13 +124,12 @@ def sha256(path: Path) -> str:
 
 
 def option_owners(model: torch.nn.Module, name: str) -> list[vispe.PositionEncoding]:
-    """The model's encodings that have a plain (non-method, non-module) attribute ``name``."""
-    return [m for m in model.modules() if isinstance(m, vispe.PositionEncoding) and hasattr(m, name)
-            and not callable(getattr(m, name)) and not isinstance(getattr(m, name), torch.nn.Module)]
+    """The model's encodings that declare ``name`` as a test-time option."""
+    return [m for m in model.modules() if isinstance(m, vispe.PositionEncoding) and name in type(m).test_time_options()]
 
 
 def set_encoding_options(model: torch.nn.Module, options: dict[str, Any]) -> dict[tuple[Any, str], Any]:
-    """Set the options the model's encodings have; returns what to restore."""
+    """Set the test-time options the model's encodings declare; returns what to restore."""
     previous = {}
     for name, value in options.items():
         for owner in option_owners(model, name):
@@ -124,12 +139,37 @@ def set_encoding_options(model: torch.nn.Module, options: dict[str, Any]) -> dic
 
 
 def check_encoding_options(models: list[tuple[str, torch.nn.Module]], options: dict[int, dict[str, Any]]) -> None:
-    """Every option must belong to at least one run's encoding (a typo must not pass silently)."""
-    for name in {name for per_size in options.values() for name in per_size}:
-        if not any(option_owners(model, name) for _, model in models):
-            kinds = sorted({type(m).__name__ for _, model in models for m in model.modules()
-                            if isinstance(m, vispe.PositionEncoding)})
-            raise ValueError(f'No encoding of these runs ({", ".join(kinds)}) has a test-time option {name!r}.')
+    """Check every option against the declarations of the runs' encodings, before any evaluation.
+
+    Raises:
+        ValueError: no encoding of the runs has the option at test time: an unknown name (the message
+            names the closest test-time option) or an option fixed at build.
+        TypeError, ValueError: a value the declaration refuses (the message names the option and value).
+    """
+    encodings = [m for _, model in models for m in model.modules() if isinstance(m, vispe.PositionEncoding)]
+    kinds = ', '.join(sorted({type(m).__name__ for m in encodings}))
+    test_time = list(dict.fromkeys(name for m in encodings for name in type(m).test_time_options()))
+    available = f'Test-time options of these runs: {", ".join(test_time) or "none"}.'
+    undeclared = sorted({type(m).__name__ for m in encodings if not type(m).declares_options})
+    if undeclared:
+        available += (f' {", ".join(undeclared)} declare no options: an encoding offers test-time options by '
+                      f'declaring them in its class attribute options (vispe.encodings.Option(..., test_time=True)).')
+    for size, per_size in options.items():
+        for name, value in per_size.items():
+            where = f'--encoding-options {size}:{name}={value!r}'
+            owners = [m for m in encodings if name in type(m).test_time_options()]
+            if not owners:
+                fixed = [m for m in encodings if name in type(m).options]
+                if fixed:
+                    raise ValueError(f'{where}: no encoding of these runs ({kinds}) may change {name} at test time. '
+                                     f'{vispe.encodings.options.fixed_at_build_message(fixed[0], name)}')
+                raise ValueError(f'No encoding of these runs ({kinds}) has a test-time option {name!r}.'
+                                 f'{vispe.encodings.options.closest_suggestion(name, test_time)} {available}')
+            for owner in owners:
+                try:
+                    vispe.encodings.check_test_time_option(owner, name, value)
+                except (TypeError, ValueError) as exc:
+                    raise type(exc)(f'{where}: {exc}') from None
 
 
 def collate_function(cfg: Config) -> Any:

@@ -18,7 +18,6 @@ query Q over the encoder tokens, per decoder layer, with the box that query pred
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,10 @@ import torch
 from mmengine.config import Config
 
 import vispe
+from vispe.attention import Attention
 from vispe.engine import named_unknown_types
+from vispe.engine.arguments import (InvalidArgument, check_indices, check_query, existing_file, grid_query,
+                                    non_negative_int, positive_int, reported_by, run_main, writable_output)
 from vispe.datasets.coco_detection import IMAGENET_MEAN, IMAGENET_STD, detection_image, load_coco
 from vispe.models.detr import DETR
 from vispe.registry import DATASETS, MODELS
@@ -37,19 +39,45 @@ Panel = tuple[int, np.ndarray, dict[str, torch.Tensor], list[tuple[str, list[flo
 
 
 def parse_args() -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless sizes are positive, the query
+    is well formed and the output folder can be created (the model-dependent ranges: :func:`check_model`)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
     parser.add_argument('checkpoint')
     parser.add_argument('--image', default='fmnist:0')
-    parser.add_argument('--sizes', type=int, nargs='+', required=True)
+    parser.add_argument('--sizes', type=positive_int, nargs='+', required=True)
     parser.add_argument('--layers', type=int, nargs='+', default=[-1], help='layer indices (negative from the end)')
-    parser.add_argument('--query', default='center', help="'cls', 'center' or 'ROW,COL'")
+    parser.add_argument('--query', type=grid_query, default='center', help="'cls', 'center' or 'ROW,COL'")
     parser.add_argument('--heads', choices=['mean', 'all'], default='mean')
     parser.add_argument('--rollout', action='store_true', help='attention rollout over all layers instead')
-    parser.add_argument('--decoder-query', type=int, default=None,
+    parser.add_argument('--decoder-query', type=non_negative_int, default=None,
                         help='detectors: draw the decoder cross-attention of this object query')
     parser.add_argument('--out', type=Path, default=Path('attention.png'))
-    return parser.parse_args()
+    args = parser.parse_args()
+    with reported_by(parser):
+        existing_file(args.config, 'config')
+        writable_output(args.out, '--out')
+    return args
+
+
+def check_model(args: argparse.Namespace, model: torch.nn.Module) -> None:
+    """--layers, --decoder-query and --query against the built model, before any image is processed
+    (a DETR encoder's ROW,COL depends on each size's feature grid: checked per size)."""
+    if isinstance(model, DETR):
+        if args.decoder_query is not None:
+            check_indices('--decoder-query', [args.decoder_query], model.query_embed.num_embeddings, 'object queries',
+                          negative=False)
+            check_indices('--layers', args.layers, len(model.decoder.layers), 'decoder layers')
+            return
+        check_query('--query', args.query, None, 0)
+    else:
+        if args.decoder_query is not None:
+            raise InvalidArgument('--decoder-query', args.decoder_query, 'this model is a classifier and the option is '
+                                  'for detectors (DETR configs)', 'leave out --decoder-query')
+        vit = getattr(model, 'backbone', model)
+        check_query('--query', args.query, vit.patch_embed.grid_size, vit.num_prefix_tokens, 'training grid')
+    depth = sum(isinstance(module, Attention) for module in model.modules())
+    check_indices('--layers', args.layers, depth, 'attention layers')
 
 
 def load_image(spec: str) -> np.ndarray:
@@ -143,6 +171,7 @@ def detector_panels(args: argparse.Namespace, cfg: Config, model: DETR, image: n
         grid_size = tuple(model.backbone(inputs).shape[-2:])
         grids, boxes = {}, []
         if args.decoder_query is None:
+            check_query('--query', args.query, grid_size, 0, f'feature grid at {size} px')
             maps = capture_attention(model, inputs)
             index = query_index(args.query, grid_size, 0)
             for layer in args.layers:
@@ -150,8 +179,6 @@ def detector_panels(args: argparse.Namespace, cfg: Config, model: DETR, image: n
         else:
             maps = capture_cross_attention(model, inputs)
             query = args.decoder_query
-            if not 0 <= query < maps[0].shape[2]:
-                raise ValueError(f'--decoder-query {query} is not one of the model\'s {maps[0].shape[2]} object queries.')
             for layer in args.layers:
                 grid = maps[layer][0, :, query].reshape(-1, *grid_size)
                 grids.update(layer_grids(grid, layer, len(maps), args.heads))
@@ -196,14 +223,13 @@ def main() -> int:
     cfg = Config.fromfile(args.config)
     with named_unknown_types():
         model = MODELS.build(cfg.model).eval()
+    check_model(args, model)
     vispe.load_checkpoint(model, args.checkpoint)
     image = load_image(args.image)
     if isinstance(model, DETR):
         panels = detector_panels(args, cfg, model, image)
         what = f'decoder query {args.decoder_query}' if args.decoder_query is not None else f'encoder query {args.query}'
     else:
-        if args.decoder_query is not None:
-            raise ValueError('--decoder-query is for detectors (DETR configs); this model is a classifier.')
         panels = classifier_panels(args, cfg, model, image)
         what = f'query {args.query}'
     draw(panels, f'{Path(args.config).stem}: {what}', args.out)
@@ -212,4 +238,4 @@ def main() -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    run_main(main)

@@ -17,25 +17,36 @@ from pathlib import Path
 import torch
 
 import vispe
+from vispe.engine.arguments import (InvalidArgument, check_query, grid_query, name_or_config, positive_int, reported_by,
+                                    writable_output)
 from vispe.visualization import embedding_similarity, query_index, relative_logits
 
 
 def parse_args() -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless the grid, width and heads are
+    positive (the width a multiple of the heads), the query is on the grid and the output folder can be made."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--encodings', nargs='+', default=['SinCos2D', 'RoPEAxial', 'LookHere', 'ALiBi2D'],
+    parser.add_argument('--encodings', nargs='+', type=name_or_config,
+                        default=['SinCos2D', 'RoPEAxial', 'LookHere', 'ALiBi2D'],
                         help='registered names or JSON configs')
-    parser.add_argument('--grid', type=int, nargs=2, default=[14, 14])
-    parser.add_argument('--query', default='center', help="'center' or 'ROW,COL'")
-    parser.add_argument('--embed-dim', type=int, default=192)
-    parser.add_argument('--heads', type=int, default=4)
+    parser.add_argument('--grid', type=positive_int, nargs=2, default=[14, 14])
+    parser.add_argument('--query', type=grid_query, default='center', help="'center' or 'ROW,COL'")
+    parser.add_argument('--embed-dim', type=positive_int, default=192)
+    parser.add_argument('--heads', type=positive_int, default=4)
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--out', type=Path, default=Path('encodings.png'))
-    return parser.parse_args()
+    args = parser.parse_args()
+    with reported_by(parser):
+        check_query('--query', args.query, args.grid, 0, 'grid of --grid')
+        if args.embed_dim % args.heads:
+            multiple = args.heads * max(1, args.embed_dim // args.heads)
+            raise InvalidArgument('--embed-dim', args.embed_dim, f'not divisible by --heads {args.heads}',
+                                  f'give a multiple of {args.heads}, e.g. {multiple}')
+        writable_output(args.out, '--out')
+    return args
 
 
 def main() -> int:
-    import json
-
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -46,11 +57,10 @@ def main() -> int:
                    patch_size=(16, 16), num_prefix_tokens=0)
     query = query_index(args.query, grid, 0)
     rows = []
-    for spec in args.encodings:
-        cfg = json.loads(spec) if spec.startswith('{') else spec
+    for cfg in args.encodings:
         torch.manual_seed(args.seed)
         encoding = vispe.build_encoding(cfg, **context).eval()
-        label = spec if isinstance(cfg, str) else cfg['type']
+        label = cfg if isinstance(cfg, str) else cfg['type']
         if 'embed' in encoding.active_hooks:
             rows.append((label, 'cosine similarity', [embedding_similarity(encoding, grid, query, args.embed_dim)]))
         elif encoding.active_hooks & {'rotate', 'logits_bias'}:

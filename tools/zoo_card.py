@@ -18,17 +18,36 @@ from pathlib import Path
 
 import torch
 
+from vispe.engine.arguments import InvalidArgument, existing_file, existing_folder, non_negative_float, reported_by
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 INDEX_START, INDEX_END = '<!-- zoo:start -->', '<!-- zoo:end -->'
 
 
 def parse_args() -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless every work dir holds one
+    config and best.pth, the JSON exists, the zoo has its index README.md and --max-mb is not negative."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('work_dirs', nargs='+', type=Path)
     parser.add_argument('--eval', type=Path, required=True, help='JSON written by tools/eval_resolution.py')
     parser.add_argument('--zoo', type=Path, default=REPO_ROOT / 'models')
-    parser.add_argument('--max-mb', type=float, default=2.0)
-    return parser.parse_args()
+    parser.add_argument('--max-mb', type=non_negative_float, default=2.0)
+    args = parser.parse_args()
+    with reported_by(parser):
+        for work_dir in args.work_dirs:
+            existing_folder(work_dir, 'work dir')
+            configs = sorted(work_dir.glob('*.py'))
+            if len(configs) != 1:
+                raise InvalidArgument('work dir', work_dir, f'holds {len(configs)} configs (.py), not the one '
+                                      'training dumps', 'give a work dir written by tools/train.py')
+            if not (work_dir / 'best.pth').is_file():
+                raise InvalidArgument('work dir', work_dir, 'has no best.pth',
+                                      'give a work dir whose training finished (tools/train.py writes best.pth)')
+        existing_file(args.eval, '--eval')
+        if not (args.zoo / 'README.md').is_file():
+            raise InvalidArgument('--zoo', args.zoo, 'has no README.md (the index of the cards)',
+                                  'give the model-zoo folder, or create README.md in it')
+    return args
 
 
 def sha256(path: Path) -> str:
@@ -93,6 +112,11 @@ def main() -> int:
             print(f'{args.eval} has no results for {work_dir}; run tools/eval_resolution.py on it first.',
                   file=sys.stderr)
             return 2
+        if sha256(work_dir / 'best.pth') != run['checkpoint_sha256']:
+            print(f'{work_dir / "best.pth"} changed since it was evaluated; evaluate it again.', file=sys.stderr)
+            return 2
+    for work_dir in args.work_dirs:
+        run = runs[work_dir.resolve()]
         name = work_dir.name
         folder = args.zoo / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -101,9 +125,6 @@ def main() -> int:
         kept = checkpoint.stat().st_size <= args.max_mb * 2 ** 20
         if kept:
             shutil.copy(checkpoint, folder / f'{name}.pth')
-        if sha256(checkpoint) != run['checkpoint_sha256']:
-            print(f'{checkpoint} changed since it was evaluated; evaluate it again.', file=sys.stderr)
-            return 2
         (folder / 'README.md').write_text(card(name, work_dir, run, report, kept))
         (folder / 'results.json').write_text(json.dumps(dict(
             sizes=report['sizes'], top1={k: v['top1'] for k, v in run['results'].items()},

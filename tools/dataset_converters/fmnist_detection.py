@@ -29,28 +29,45 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from vispe.datasets.fashion_mnist import CLASSES, default_root, read_idx  # noqa: E402
+from vispe.engine.arguments import (InvalidArgument, existing_folder, non_negative_int, positive_int,  # noqa: E402
+                                    reported_by, unit_fraction, writable_folder)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless counts and sizes are positive,
+    --min-X <= --max-X, items fit on the canvas, the IoU is in [0, 1], the threshold below 255 and the
+    output folder can be created."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--out', type=Path, default=REPO / 'datasets' / 'fmnist-det')
     parser.add_argument('--root', type=Path, default=None, help='Fashion-MNIST IDX folder (default: vispe\'s)')
-    parser.add_argument('--train', type=int, default=6000, help='number of training canvases')
-    parser.add_argument('--val', type=int, default=500, help='number of validation canvases')
-    parser.add_argument('--canvas', type=int, default=64)
-    parser.add_argument('--min-objects', type=int, default=1)
-    parser.add_argument('--max-objects', type=int, default=3)
-    parser.add_argument('--min-side', type=int, default=16)
-    parser.add_argument('--max-side', type=int, default=32)
-    parser.add_argument('--max-iou', type=float, default=0.1)
-    parser.add_argument('--threshold', type=int, default=16, help='grey level above which a pixel is the item')
+    parser.add_argument('--train', type=positive_int, default=6000, help='number of training canvases')
+    parser.add_argument('--val', type=positive_int, default=500, help='number of validation canvases')
+    parser.add_argument('--canvas', type=positive_int, default=64)
+    parser.add_argument('--min-objects', type=positive_int, default=1)
+    parser.add_argument('--max-objects', type=positive_int, default=3)
+    parser.add_argument('--min-side', type=positive_int, default=16)
+    parser.add_argument('--max-side', type=positive_int, default=32)
+    parser.add_argument('--max-iou', type=unit_fraction, default=0.1)
+    parser.add_argument('--threshold', type=non_negative_int, default=16,
+                        help='grey level above which a pixel is the item')
     parser.add_argument('--seed', type=int, default=0)
     args = parser.parse_args(argv)
-    if not 0 < args.min_side <= args.max_side <= args.canvas:
-        parser.error(f'need 0 < --min-side <= --max-side <= --canvas; got {args.min_side}, {args.max_side}, '
-                     f'{args.canvas}.')
-    if not 1 <= args.min_objects <= args.max_objects:
-        parser.error('need 1 <= --min-objects <= --max-objects.')
+    with reported_by(parser):
+        if args.min_side > args.max_side:
+            raise InvalidArgument('--min-side', args.min_side, f'larger than --max-side {args.max_side}',
+                                  'give --min-side <= --max-side')
+        if args.max_side > args.canvas:
+            raise InvalidArgument('--max-side', args.max_side, f'larger than --canvas {args.canvas}',
+                                  'give --max-side <= --canvas, or a larger --canvas')
+        if args.min_objects > args.max_objects:
+            raise InvalidArgument('--min-objects', args.min_objects, f'larger than --max-objects {args.max_objects}',
+                                  'give --min-objects <= --max-objects')
+        if args.threshold > 254:
+            raise InvalidArgument('--threshold', args.threshold, 'no grey level (0-255) is above it',
+                                  'give a level from 0 to 254')
+        if args.root is not None:
+            existing_folder(args.root, '--root')
+        writable_folder(args.out, '--out')
     return args
 
 
