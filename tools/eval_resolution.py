@@ -36,7 +36,7 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 import vispe
-from vispe.engine import named_unknown_types
+from vispe.engine import load_config, named_unknown_types
 from vispe.engine.arguments import check_distinct, positive_int, reported_by, writable_output
 from vispe.registry import DATASETS, METRICS, MODELS
 
@@ -276,7 +276,7 @@ def main() -> int:
     train_sizes: dict[str, Any] = {}
     loaded = []
     for run in runs:
-        cfg = Config.fromfile(str(run.config))
+        cfg = load_config(run.config)
         with named_unknown_types():
             model = MODELS.build(cfg.model).eval()
         vispe.load_checkpoint(model, run.checkpoint)

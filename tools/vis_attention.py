@@ -26,7 +26,7 @@ from mmengine.config import Config
 
 import vispe
 from vispe.attention import Attention
-from vispe.engine import named_unknown_types
+from vispe.engine import load_config, named_unknown_types
 from vispe.engine.arguments import (InvalidArgument, check_indices, check_query, existing_file, grid_query,
                                     non_negative_int, positive_int, reported_by, run_main, writable_output)
 from vispe.datasets.coco_detection import IMAGENET_MEAN, IMAGENET_STD, detection_image, load_coco
@@ -220,7 +220,7 @@ def draw(panels: list[Panel], title: str, out: Path) -> None:
 
 def main() -> int:
     args = parse_args()
-    cfg = Config.fromfile(args.config)
+    cfg = load_config(args.config)
     with named_unknown_types():
         model = MODELS.build(cfg.model).eval()
     check_model(args, model)

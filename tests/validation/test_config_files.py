@@ -1,0 +1,45 @@
+"""Config files: a syntax error names the file and the line, also deep in a _base_ chain."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from vispe.engine import load_config
+
+from ..conftest import REPO_ROOT
+
+
+def test_syntax_error_in_a_base_names_that_file(tmp_path: Path) -> None:
+    (tmp_path / '_base_').mkdir()
+    (tmp_path / '_base_' / 'runtime.py').write_text("seed = 0\nmodel = dict(type='X',\n")
+    (tmp_path / 'middle.py').write_text("_base_ = ['./_base_/runtime.py']\n")
+    (tmp_path / 'top.py').write_text("_base_ = ['./middle.py']\nlr = 0.1\n")
+    with pytest.raises(SyntaxError, match=r"Config .*_base_/runtime.py \(a _base_ of .*middle.py\) has a syntax error "
+                                          r"at line 2: model = dict\(type='X', \('\(' was never closed\)"):
+        load_config(tmp_path / 'top.py')
+
+
+def test_syntax_error_in_the_config_itself(tmp_path: Path) -> None:
+    (tmp_path / 'top.py').write_text("_base_ = ['./missing_is_mmengine_s_business.py']\nlr = = 0.1\n")
+    with pytest.raises(SyntaxError, match=r'Config .*top.py has a syntax error at line 2: lr = = 0.1'):
+        load_config(tmp_path / 'top.py')
+
+
+def test_tools_name_the_file(tmp_path: Path, capsys) -> None:
+    import runpy
+    bad = tmp_path / 'bad.py'
+    bad.write_text('model = dict(\n')
+    argv = sys.argv
+    sys.argv = ['eval_resolution.py', f'{bad}::{tmp_path / "best.pth"}', '--sizes', '28', '--out', str(tmp_path / 'o')]
+    try:
+        with pytest.raises(SyntaxError, match=f'Config {bad} has a syntax error at line 1'):
+            runpy.run_path(str(REPO_ROOT / 'tools' / 'eval_resolution.py'), run_name='__main__')
+    finally:
+        sys.argv = argv
+
+
+def test_every_shipped_config_parses() -> None:
+    for config in sorted((REPO_ROOT / 'configs').rglob('*.py')):
+        load_config(config)
