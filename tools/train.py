@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from vispe.engine import add_runner_arguments, build_runner, load_config, named_unknown_types
+from vispe.engine.arguments import run_main, writable_folder
 
 
 def parse_args() -> argparse.Namespace:
@@ -34,6 +36,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     cfg = load_config(args.config, args.cfg_options, args.work_dir)
+    writable_folder(Path(cfg.work_dir), '--work-dir')
     cfg.launcher = args.launcher
     if args.resume == 'auto':
         cfg.resume, cfg.load_from = True, None
@@ -57,4 +60,4 @@ def main() -> int:
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    run_main(main)

@@ -10,6 +10,7 @@ import ast
 import math
 import os
 import warnings
+from pathlib import Path
 from typing import Any, Mapping
 
 import torch
@@ -58,8 +59,8 @@ def read_checkpoint(path: str | os.PathLike, trusted: bool = False) -> tuple[dic
         except FileNotFoundError:
             raise FileNotFoundError(f'Checkpoint not found: {path}') from None
         except Exception as exc:  # safetensors raises its own error types for corrupt headers
-            raise serialization.CorruptCheckpointError(f'Checkpoint {path} is corrupt or not a safetensors file: '
-                                                       f'{exc}') from None
+            raise serialization.CorruptCheckpointError(f'Checkpoint {path} is corrupt or not a safetensors file '
+                                                       f'({exc}). Write it again or use another copy.') from None
     loaded = serialization.load(path, map_location='cpu', trusted=trusted, refusal_hint=TRUST_HINT)
     state_dict = loaded
     if isinstance(loaded, Mapping):
@@ -69,7 +70,9 @@ def read_checkpoint(path: str | os.PathLike, trusted: bool = False) -> tuple[dic
                 break
     if not isinstance(state_dict, Mapping) or not all(isinstance(v, torch.Tensor) for v in state_dict.values()):
         raise CheckpointMismatchError(f'{path} holds no state dict of tensors (top-level keys: '
-                                      f'{list(loaded)[:8] if isinstance(loaded, Mapping) else type(loaded).__name__}).')
+                                      f'{list(loaded)[:8] if isinstance(loaded, Mapping) else type(loaded).__name__}). '
+                                      f'Save the weights with torch.save(model.state_dict(), path), or nest them under '
+                                      f'one of {", ".join(STATE_DICT_KEYS)}.')
     if state_dict and all(key.startswith('module.') for key in state_dict):
         state_dict = {key[len('module.'):]: value for key, value in state_dict.items()}
     meta = loaded.get('meta') if isinstance(loaded, Mapping) else None
@@ -125,28 +128,34 @@ def _encoding_type(node: ast.AST) -> list[str]:
             if key == 'type' and isinstance(value, ast.Constant) and isinstance(value.value, str)]
 
 
-def trained_encodings(meta: Mapping[str, Any]) -> list[str] | None:
-    """The encodings a checkpoint's metadata says it was trained with (vispe's ``encodings`` entry, or
-    the ``encoding=`` types of its stored config); None when it does not say."""
+def trained_encodings(meta: Mapping[str, Any], path: str | os.PathLike | None = None) -> list[str] | None:
+    """The encodings a checkpoint was trained with, as far as it says: vispe's ``meta['encodings']``,
+    else the ``encoding=`` types of its stored config, else those of the one config (``.py``) dumped next
+    to it in its work dir; None when nothing says."""
     if isinstance(meta.get('encodings'), (list, tuple)):
         return [str(name) for name in meta['encodings']]
     for key in ('config', 'cfg'):
         if isinstance(meta.get(key), str):
             return config_encodings(meta[key])
+    if path is not None:
+        configs = list(Path(path).parent.glob('*.py'))
+        if len(configs) == 1:
+            return config_encodings(configs[0].read_text())
     return None
 
 
 def check_encodings(model: nn.Module, meta: Mapping[str, Any], path: str) -> None:
     """Refuse a checkpoint trained with other encodings than the model's (weights of a SinCos2D run in a
     RoPEAxial model load without a key mismatch, and give nonsense)."""
-    trained = trained_encodings(meta)
+    trained = trained_encodings(meta, path)
     built = model_encodings(model)
     if not trained or not built or sorted(trained) == sorted(built):
         return
     raise CheckpointMismatchError(
         f'Checkpoint {path} was trained with encoding {" + ".join(trained)}, but the model has '
         f'{" + ".join(built)}. Build the model from the checkpoint\'s own config (the work dir\'s .py file, or '
-        f'its meta["config"]), or pass check_encoding=False to load the weights anyway.')
+        f'its meta["config"]), or pass check_encoding=False to load the weights anyway (a config next to the file '
+        f'counts when the file itself names no encoding).')
 
 
 def check_finite(state_dict: Mapping[str, torch.Tensor], path: str) -> None:
@@ -224,6 +233,12 @@ def load_checkpoint(
         vispe.serialization.UnsafeCheckpointError: the file holds Python objects that could run code.
         vispe.serialization.CorruptCheckpointError: not a checkpoint, truncated or damaged.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f'load_checkpoint loads into a torch nn.Module; got {type(model).__name__}. Build the model '
+                        f'first (vispe.create_vit, or MODELS.build(cfg.model)).')
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f'load_checkpoint takes the path of a checkpoint file (str or Path); got '
+                        f'{type(path).__name__}.')
     path = os.fspath(path)
     state_dict, meta = read_checkpoint(path, trusted=trusted)
     if check_encoding:

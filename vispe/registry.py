@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
+import inspect
+import re
 import warnings
 from typing import Any
 
@@ -90,6 +92,29 @@ def unknown_type_message(kind: str, name: str, known: list[str]) -> str:
             f'in the {PLUGIN_GROUP!r} entry-point group.{plugin_note}')
 
 
+def unknown_argument_error(exc: TypeError, built: Any) -> TypeError:
+    """``exc`` itself, or, for a config key the built class or function does not take ("unexpected keyword
+    argument"), an error naming the closest accepted argument and listing them."""
+    match = re.search(r"unexpected keyword argument '(\w+)'", str(exc))
+    if match is None or built is None or not callable(built):
+        return exc
+    try:
+        parameters = inspect.signature(built).parameters
+    except (TypeError, ValueError):
+        return exc
+    name = match.group(1)
+    accepted = [key for key, p in parameters.items() if key != 'self' and p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                                                     p.KEYWORD_ONLY)]
+    if name in accepted:
+        return exc
+    close = difflib.get_close_matches(name, accepted, n=2, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ''
+    passes_on = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    return TypeError(f'{getattr(built, "__name__", built)} has no argument {name!r} (a config key or cfg-option).'
+                     f'{hint} It accepts: {", ".join(accepted)}'
+                     f'{" and the keyword arguments it passes on" if passes_on else ""}.')
+
+
 class VispeRegistry(mm.Registry):
     """An mmengine ``Registry`` that also loads entry-point plugins and names the closest match."""
 
@@ -104,6 +129,8 @@ class VispeRegistry(mm.Registry):
             cfg = type(cfg)({**cfg, '_scope_': self.scope})
         try:
             return super().build(cfg, *args, **kwargs)
+        except TypeError as exc:
+            raise unknown_argument_error(exc, self.get(cfg.get('type')) if isinstance(cfg, dict) else None) from None
         except KeyError as exc:
             type_name = cfg.get('type') if isinstance(cfg, dict) else None
             if isinstance(exc, UnknownTypeError) or not isinstance(type_name, str) or self.get(type_name) is not None:

@@ -96,3 +96,20 @@ def test_non_finite_weights_are_reported(tmp_path: Path) -> None:
     model = tiny_vit('NoPE')
     vispe.load_checkpoint(model, tmp_path / 'diverged.pth', allow_nonfinite=True)
     assert torch.isnan(model.blocks[0].attn.qkv.weight).any()
+
+
+def test_a_work_dir_config_names_the_encoding_of_a_file_that_does_not(tmp_path: Path) -> None:
+    """A best.pth of an older vispe holds only the epoch; the config dumped beside it in the work dir says
+    which encoding it was trained with."""
+    cfg = Config.fromfile(str(REPO_ROOT / 'configs' / 'vit' / 'vit-t2_sincos_fmnist-28.py'))
+    cfg.dump(str(tmp_path / 'vit-t2_sincos_fmnist-28.py'))
+    torch.save({'state_dict': MODELS.build(cfg.model).state_dict(), 'meta': {'epoch': 3}}, tmp_path / 'best.pth')
+    with pytest.raises(CheckpointMismatchError, match='trained with encoding SinCos2D, but the model has RoPEAxial'):
+        vispe.load_checkpoint(model_from('vit-t2_sincos_fmnist-28', type='RoPEAxial'), tmp_path / 'best.pth')
+
+
+def test_arguments_of_the_wrong_kind_are_named() -> None:
+    with pytest.raises(TypeError, match='loads into a torch nn.Module; got NoneType'):
+        vispe.load_checkpoint(None, 'x.pth')
+    with pytest.raises(TypeError, match='path of a checkpoint file .*; got NoneType'):
+        vispe.load_checkpoint(tiny_vit('NoPE'), None)

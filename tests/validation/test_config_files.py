@@ -22,9 +22,23 @@ def test_syntax_error_in_a_base_names_that_file(tmp_path: Path) -> None:
 
 
 def test_syntax_error_in_the_config_itself(tmp_path: Path) -> None:
-    (tmp_path / 'top.py').write_text("_base_ = ['./missing_is_mmengine_s_business.py']\nlr = = 0.1\n")
+    (tmp_path / 'top.py').write_text("_base_ = ['./missing.py']\nlr = = 0.1\n")
     with pytest.raises(SyntaxError, match=r'Config .*top.py has a syntax error at line 2: lr = = 0.1'):
         load_config(tmp_path / 'top.py')
+
+
+def test_a_missing_base_names_the_config_and_the_path(tmp_path: Path) -> None:
+    (tmp_path / 'top.py').write_text("_base_ = ['../_base_/runtime.py']\n")
+    with pytest.raises(FileNotFoundError, match=r"Config .*top.py names _base_ '../_base_/runtime.py', which is not a "
+                                                r'file .*relative to'):
+        load_config(tmp_path / 'top.py')
+
+
+def test_a_misspelt_config_key_names_the_closest_argument() -> None:
+    from vispe.registry import DATASETS
+    with pytest.raises(TypeError, match=r"FashionMNIST has no argument 'image_sise' .*Did you mean 'image_size'\? "
+                                        r'It accepts: split, image_size'):
+        DATASETS.build(dict(type='FashionMNIST', image_sise=56))
 
 
 def test_tools_name_the_file(tmp_path: Path, capsys) -> None:

@@ -485,3 +485,25 @@ def test_eval_resolution_names_encodings_without_declarations() -> None:
     with pytest.raises(ValueError, match=r"has a test-time option 'scale'\. Test-time options of these runs: none\. "
                                          r'Undeclared declare no options'):
         tool.check_encoding_options(runs(Undeclared()), tool.parse_encoding_options(['all:scale=2'], [28]))
+
+
+@pytest.mark.parametrize('config, attribute', [
+    (dict(type='RoPEAxial', theta=1e-300), None), (dict(type='ComRoPE', init_std=1e300), None),
+    (dict(type='DETRSine', temperature=1e-300), None), (dict(type='RoPEAxial'), ('position_scale', 1e300)),
+    (dict(type='LookHere'), ('global_slope', 1e300)), (dict(type='ALiBi2D'), ('distance_scale', 1e300)),
+], ids=lambda value: str(value))
+def test_values_that_overflow_float32_are_refused(config, attribute) -> None:
+    """Before, each of these built (or was set) and gave NaN logits."""
+    context = dict(embed_dim=64, num_heads=4, head_dim=16, depth=2, grid_size=(7, 7), num_prefix_tokens=1)
+    with pytest.raises(ValueError, match=r'Encodings compute in float32.*magnitude from 1e-30 to 1e\+30'):
+        encoding = vispe.build_encoding(config, **context)
+        name, value = attribute
+        setattr(encoding, name, value)
+
+
+def test_a_type_that_is_not_a_name_or_an_encoding_class_is_named() -> None:
+    for bad in (None, 5):
+        with pytest.raises(TypeError, match=rf'"type" is a registered name such as "RoPEAxial" .*got {bad!r}'):
+            vispe.build_encoding(dict(type=bad), head_dim=16)
+    with pytest.raises(TypeError, match='int is not a vispe PositionEncoding: an encoding class subclasses'):
+        vispe.build_encoding(dict(type=int))

@@ -311,3 +311,19 @@ def test_cfg_options_without_an_equals_sign_are_refused_by_name(capsys) -> None:
     assert info.value.code == 2
     assert "argument --cfg-options: 'foo' is not KEY=VALUE; write e.g. train_cfg.max_epochs=2" in capsys.readouterr().err
     assert parser.parse_args(['--cfg-options', 'a.b=1']).cfg_options == {'a.b': 1}
+
+
+def test_train_refuses_a_work_dir_it_cannot_create(tmp_path: Path, capsys) -> None:
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('')
+    train = tool('train')
+    argv = sys.argv
+    sys.argv = ['train.py', str(REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py'), '--work-dir',
+                str(blocker / 'run')]
+    try:
+        with pytest.raises(SystemExit) as info:
+            train.run_main(train.main)
+    finally:
+        sys.argv = argv
+    assert info.value.code == 2
+    assert f'--work-dir {blocker / "run"}: cannot create the folder' in capsys.readouterr().err

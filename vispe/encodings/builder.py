@@ -63,13 +63,19 @@ def build_encoding(cfg: EncodingConfig, **context: Any) -> PositionEncoding:
     args.pop('_scope_', None)
     if isinstance(type_name, type):
         cls = type_name
+    elif not isinstance(type_name, str):
+        raise TypeError(f'An encoding config\'s "type" is a registered name such as "RoPEAxial" or a '
+                        f'PositionEncoding subclass; got {type_name!r} ({type(type_name).__name__}). List the names '
+                        f'with vispe.list_encodings().')
     else:
         registered = _registered_encodings()
         cls = ENCODINGS.get(type_name)
         if cls is None or not (isinstance(cls, type) and issubclass(cls, PositionEncoding)):
             raise UnknownTypeError(unknown_type_message('encoding', type_name, list(registered)))
     if not issubclass(cls, PositionEncoding):
-        raise TypeError(f'{cls.__name__} is not a vispe PositionEncoding.')
+        raise TypeError(f'{cls.__name__} is not a vispe PositionEncoding: an encoding class subclasses '
+                        f'vispe.PositionEncoding (and registers with @vispe.ENCODINGS.register_module() to be named '
+                        f'in configs).')
     kwargs = {**_accepted_context(cls, context), **args}
     try:
         return cls(**kwargs)

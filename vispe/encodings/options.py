@@ -42,6 +42,10 @@ class _Refused(Exception):
         self.suggestion = suggestion
 
 
+# Finite float options must keep this magnitude (or be 0): beyond it, float32 tables hold inf or 0 and
+# attention logits turn to NaN.
+FLOAT32_MAGNITUDES = (1e-30, 1e30)
+
 @dataclass(frozen=True)
 class Option:
     """What one constructor option of an encoding accepts.
@@ -135,6 +139,10 @@ class Option:
         value = self.kind(value)
         if self.kind is float and self.finite and not math.isfinite(value):
             raise _Refused(wrong_type=False)
+        if self.kind is float and self.finite and value and not FLOAT32_MAGNITUDES[0] <= abs(value) <= FLOAT32_MAGNITUDES[1]:
+            raise _Refused(wrong_type=False, suggestion=f' Encodings compute in float32, where it overflows or '
+                                                        f'vanishes: use a magnitude from {FLOAT32_MAGNITUDES[0]:g} to '
+                                                        f'{FLOAT32_MAGNITUDES[1]:g}, or 0 where 0 is allowed.')
         if ((self.gt is not None and not value > self.gt) or (self.ge is not None and not value >= self.ge)
                 or (self.lt is not None and not value < self.lt) or (self.le is not None and not value <= self.le)
                 or (self.multiple_of is not None and value % self.multiple_of)):

@@ -22,7 +22,7 @@ TRUST_FLAG = '--trust-checkpoint'
 
 def check_config_syntax(path: Path, child: Path | None = None) -> None:
     """Parse a config and its ``_base_`` files, naming the file of a syntax error (mmengine says
-    ``<unknown>``). Nothing is executed."""
+    ``<unknown>``) or of a missing base. Nothing is executed."""
     try:
         tree = ast.parse(path.read_text(), filename=str(path))
     except SyntaxError as exc:
@@ -36,8 +36,10 @@ def check_config_syntax(path: Path, child: Path | None = None) -> None:
             for value in values:
                 if isinstance(value, ast.Constant) and isinstance(value.value, str) and '::' not in value.value:
                     base = (path.parent / value.value).resolve()
-                    if base.is_file():
-                        check_config_syntax(base, path)
+                    if not base.is_file():
+                        raise FileNotFoundError(f'Config {path} names _base_ {value.value!r}, which is not a file '
+                                                f'({base}). Fix the path: it is relative to {path.parent}.')
+                    check_config_syntax(base, path)
 
 
 def load_config(path: str | Path, cfg_options: dict[str, Any] | None = None,
