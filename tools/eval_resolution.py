@@ -207,7 +207,11 @@ def formatted(name: str, value: float) -> str:
 
 
 def dataset_cfg(cfg: Config, size: int, eval_mode: str, subset: int | None) -> dict[str, Any]:
+    """The test set at ``size``; a detection set's cap on the longer side (``max_size``) scales with the
+    size, so that every size keeps the config's aspect-ratio limit instead of being capped below itself."""
     dataset = dict(cfg.test_dataloader.dataset)
+    if dataset.get('max_size') is not None and dataset.get('image_size'):
+        dataset['max_size'] = max(size, round(dataset['max_size'] * size / dataset['image_size']))
     dataset.update(image_size=size, eval_mode=eval_mode, train_augment=False)
     if subset is not None:
         dataset['subset'] = subset

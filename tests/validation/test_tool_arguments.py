@@ -327,3 +327,12 @@ def test_train_refuses_a_work_dir_it_cannot_create(tmp_path: Path, capsys) -> No
         sys.argv = argv
     assert info.value.code == 2
     assert f'--work-dir {blocker / "run"}: cannot create the folder' in capsys.readouterr().err
+
+
+def test_detection_sizes_scale_the_cap_on_the_longer_side() -> None:
+    """Before, COCO's max_size=1333 capped every size above it (a 1600 px evaluation ran at 1333 or less)."""
+    evaluation = tool('eval_resolution')
+    cfg = Config.fromfile(str(REPO_ROOT / 'configs' / 'detr' / 'detr-r50_sine_coco.py'))
+    assert evaluation.dataset_cfg(cfg, 1600, 'upsample', None)['max_size'] == 2666
+    assert evaluation.dataset_cfg(cfg, 800, 'upsample', None)['max_size'] == 1333
+    assert evaluation.dataset_cfg(cfg, 400, 'upsample', None)['max_size'] == 666

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from vispe.datasets.transforms import classification_transform
+from vispe.datasets.options import check_choice, check_crop_scale, check_positive_int
+from vispe.datasets.transforms import EVAL_MODES, classification_transform
 from vispe.registry import DATASETS
 
 DEBIAN_ROOT = Path('/usr/share/datasets/fashion-mnist')
@@ -65,6 +66,8 @@ class FashionMNIST(Dataset):
         subset: keep this many images, the same count per class, chosen with ``subset_seed``.
         subset_seed: seed of the subset choice.
         root: folder of the IDX files (default :func:`default_root`).
+
+    Options are checked before any file is read (TypeError / ValueError naming the option and the fix).
     """
 
     classes = CLASSES
@@ -72,8 +75,15 @@ class FashionMNIST(Dataset):
     def __init__(self, split: str = 'train', image_size: int = 28, train_augment: bool = False,
                  crop_scale: Sequence[float] = (0.35, 1.0), eval_mode: str = 'upsample', subset: int | None = None,
                  subset_seed: int = 0, root: str | os.PathLike | None = None) -> None:
-        if split not in FILES:
-            raise ValueError(f"Fashion-MNIST split must be 'train' or 'test'; got {split!r}.")
+        check_choice('FashionMNIST', 'split', split, tuple(FILES))
+        check_positive_int('FashionMNIST', 'image_size', image_size)
+        check_crop_scale('FashionMNIST', 'crop_scale', crop_scale)
+        check_choice('FashionMNIST', 'eval_mode', eval_mode, EVAL_MODES)
+        if subset is not None:
+            check_positive_int('FashionMNIST', 'subset', subset)
+        self.transform = classification_transform(image_size, source_size=28, train_augment=train_augment,
+                                                  crop_scale=crop_scale, eval_mode=eval_mode, mean=(0.2860,),
+                                                  std=(0.3530,))
         self.root = Path(root) if root is not None else default_root()
         images, labels = read_idx(self.root, split)
         if subset is not None:
@@ -82,9 +92,6 @@ class FashionMNIST(Dataset):
         self.images = torch.from_numpy(images.copy())
         self.labels = torch.from_numpy(labels.astype(np.int64))
         self.split, self.image_size, self.subset, self.subset_seed = split, image_size, subset, subset_seed
-        self.transform = classification_transform(image_size, source_size=28, train_augment=train_augment,
-                                                  crop_scale=crop_scale, eval_mode=eval_mode, mean=(0.2860,),
-                                                  std=(0.3530,))
         self.metainfo = dict(classes=CLASSES, split=split, subset=subset, subset_seed=subset_seed,
                              image_size=image_size, eval_mode=eval_mode)
 

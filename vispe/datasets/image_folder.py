@@ -9,6 +9,8 @@ import torchvision
 from timm.data import create_transform
 from torch.utils.data import Dataset
 
+from vispe.datasets.options import check_choice, check_crop_scale, check_positive_int
+from vispe.datasets.transforms import EVAL_MODES
 from vispe.registry import DATASETS
 
 
@@ -31,6 +33,10 @@ class ImageFolderDataset(Dataset):
         re_prob: random-erasing probability.
         crop_pct: evaluation crop fraction (1.0 resizes the whole image: the LookHere protocol).
         interpolation: resize interpolation.
+        scale: area range of the training random resized crop, (low, high) in (0, 1].
+        eval_mode: 'upsample' only (evaluation resizes the image).
+
+    Options are checked before the folder is read (TypeError / ValueError naming the option and the fix).
     """
 
     def __init__(self, root: str | os.PathLike, split: str = 'train', image_size: int = 224,
@@ -38,12 +44,15 @@ class ImageFolderDataset(Dataset):
                  re_prob: float = 0.0,
                  crop_pct: float = 1.0, interpolation: str = 'bicubic', scale: Sequence[float] = (0.08, 1.0),
                  eval_mode: str = 'upsample') -> None:
+        check_positive_int('ImageFolderDataset', 'image_size', image_size)
+        check_crop_scale('ImageFolderDataset', 'scale', scale)
+        check_choice('ImageFolderDataset', 'eval_mode', eval_mode, EVAL_MODES)
+        if eval_mode != 'upsample':
+            raise ValueError(f"ImageFolderDataset evaluates by resizing (eval_mode='upsample'); got {eval_mode!r}.")
         folder = Path(root) / split
         if not folder.is_dir():
             raise FileNotFoundError(f'Image folder {folder} not found: put the data in <root>/{split}/<class>/<image> '
                                     f'(see datasets/README.md) or set the dataset root in the config.')
-        if eval_mode != 'upsample':
-            raise ValueError(f"ImageFolderDataset evaluates by resizing (eval_mode='upsample'); got {eval_mode!r}.")
         transform = create_transform(image_size, is_training=train_augment, auto_augment=auto_augment,
                                      color_jitter=color_jitter, re_prob=re_prob, crop_pct=crop_pct, interpolation=interpolation,
                                      scale=tuple(scale) if train_augment else None)

@@ -6,6 +6,8 @@ from typing import Sequence
 import torch
 import torchvision.transforms.v2 as T
 
+from vispe.datasets.options import check_choice, check_crop_scale, check_positive_int
+
 EVAL_MODES = ('upsample', 'canvas')
 
 
@@ -21,15 +23,21 @@ def classification_transform(image_size: int, source_size: int, train_augment: b
     horizontal flip. Evaluation: ``'upsample'`` resizes the whole image to S (bilinear, antialiased:
     the LookHere protocol, objects grow); ``'canvas'`` keeps the source size and pads it with zeros
     to S×S around the centre (objects keep their scale, the grid gains patches).
+
+    Raises:
+        TypeError, ValueError: ``image_size`` not an int ≥ 1, ``crop_scale`` not (low, high) in (0, 1] with
+            low ≤ high, an unknown ``eval_mode`` (the closest is named), a canvas smaller than the source.
     """
-    if eval_mode not in EVAL_MODES:
-        raise ValueError(f'eval_mode must be one of {EVAL_MODES}; got {eval_mode!r}.')
+    check_positive_int('classification_transform', 'image_size', image_size)
+    check_crop_scale('classification_transform', 'crop_scale', crop_scale)
+    check_choice('classification_transform', 'eval_mode', eval_mode, EVAL_MODES)
     steps: list[torch.nn.Module] = []
     if train_augment:
         steps += [T.RandomResizedCrop(image_size, scale=tuple(crop_scale), antialias=True), T.RandomHorizontalFlip()]
     elif eval_mode == 'canvas':
         if image_size < source_size:
-            raise ValueError(f"eval_mode='canvas' pads a {source_size} px image; image_size {image_size} is smaller.")
+            raise ValueError(f"eval_mode='canvas' pads a {source_size} px image; image_size {image_size} is smaller. "
+                             f"Use image_size ≥ {source_size}, or eval_mode='upsample' to shrink the image.")
         before = (image_size - source_size) // 2
         after = image_size - source_size - before
         steps.append(T.Pad([before, before, after, after], fill=0))

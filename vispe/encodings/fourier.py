@@ -88,7 +88,7 @@ class FourierFeatures(PositionEncoding):
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
-        return torch.cat([prefix, patches + self.encode(self.positions(pos))], dim=1)
+        return torch.cat([prefix, patches + self.encode(self.positions(pos)).to(x.dtype)], dim=1)
 
     def extra_repr(self) -> str:
         return f'fourier_dim={self.fourier_dim}, gamma={self.gamma}, normalize={self.normalize}'

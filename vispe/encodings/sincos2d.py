@@ -77,7 +77,7 @@ class SinCos2D(PositionEncoding):
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
-        return torch.cat([prefix, patches + self.table(pos)], dim=1)
+        return torch.cat([prefix, patches + self.table(pos).to(x.dtype)], dim=1)
 
     def extra_repr(self) -> str:
         return f'embed_dim={self.embed_dim}, temperature={self.temperature}'

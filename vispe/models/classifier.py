@@ -40,6 +40,21 @@ class ImageClassifier(BaseModel):
         if head_bias_init is not None:
             torch.nn.init.constant_(self.backbone.get_classifier().bias, head_bias_init)
 
+    def check_labels(self, label: torch.Tensor, inputs: torch.Tensor) -> None:
+        """Hard labels are integers in [0, num_classes), one per image (cross-entropy would fail deep inside
+        torch, or on a GPU with a device assert)."""
+        num_classes = self.backbone.num_classes
+        if label.ndim != 1 or label.is_floating_point() or len(label) != len(inputs):
+            if label.ndim == 2 and label.is_floating_point() and label.shape == (len(inputs), num_classes):
+                return
+            raise ValueError(f'Labels must be (B,) class indices or (B, {num_classes}) soft targets for a batch of '
+                             f'{len(inputs)} images; got {tuple(label.shape)} {label.dtype}.')
+        bad = (label < 0) | (label >= num_classes)
+        if bool(bad.any()):
+            index = int(bad.nonzero()[0])
+            raise ValueError(f'Image {index} of the batch has label {int(label[index])}, outside 0..{num_classes - 1} '
+                             f'(num_classes={num_classes}): fix the dataset, or build the model with more classes.')
+
     def loss_value(self, logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
         """Cross-entropy (hard or soft targets) or binary cross-entropy (DeiT-III, LookHere)."""
         if self.loss == 'bce':
@@ -56,6 +71,7 @@ class ImageClassifier(BaseModel):
         if mode == 'loss':
             if label is None:
                 raise ValueError("mode='loss' needs labels: the dataset items must carry 'label'.")
+            self.check_labels(label, inputs)
             if self.mixup is not None:
                 inputs, label = self.mixup(inputs, label)
             return {'loss': self.loss_value(self.backbone(inputs), label)}

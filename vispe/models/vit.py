@@ -27,7 +27,8 @@ from torch import nn
 from vispe.attention import Attention
 from vispe.encodings import LearnedAPE, PositionEncoding, build_encoding
 from vispe.encodings.builder import EncodingConfig
-from vispe.geometry import Positions, feature_grid_size
+from vispe.geometry import Positions, feature_grid_size, to_2tuple
+from vispe.models.inputs import check_image_batch, check_nonfinite_option
 from vispe.registry import MODELS
 
 DEFAULT_ENCODING = {'type': 'LearnedAPE'}
@@ -70,6 +71,8 @@ class VisionTransformer(TimmVisionTransformer):
     Args:
         encoding: an encoding config, instance or list (see :func:`vispe.build_encoding`);
             default ``dict(type='LearnedAPE')``, timm's own.
+        nonfinite_inputs: what a batch with NaN or ±inf pixels does: 'raise' (ValueError), 'warn'
+            (RuntimeWarning) or 'ignore' (no check). Also a plain attribute.
         **kwargs: timm ``VisionTransformer`` arguments except ``pos_embed``, ``block_fn``,
             ``attn_layer`` and ``dynamic_img_size``, which vispe sets.
 
@@ -77,14 +80,18 @@ class VisionTransformer(TimmVisionTransformer):
     """
 
     encoding: PositionEncoding
+    nonfinite_inputs: str = 'raise'
 
-    def __init__(self, *args: Any, encoding: EncodingConfig | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, encoding: EncodingConfig | None = None, nonfinite_inputs: str = 'raise',
+                 **kwargs: Any) -> None:
         _refuse_reserved(kwargs)
+        check_nonfinite_option(nonfinite_inputs)
         super().__init__(*args, pos_embed='none', block_fn=Block, attn_layer=Attention, dynamic_img_size=True,
                          **kwargs)
         if not isinstance(self.patch_drop, nn.Identity):
             raise ValueError('patch_drop_rate > 0 is not supported: dropped patches would leave the grid that '
                              'relative and rotary encodings index. Use drop_path_rate or mixup instead.')
+        self.nonfinite_inputs = nonfinite_inputs
         self.attach_encoding(DEFAULT_ENCODING if encoding is None else encoding)
 
     def encoding_context(self) -> dict[str, Any]:
@@ -120,14 +127,10 @@ class VisionTransformer(TimmVisionTransformer):
             self._alias_hooks_registered = True
 
     def positions(self, x: torch.Tensor) -> Positions:
-        """Check an image batch and return the :class:`Positions` of its patch grid."""
-        if not isinstance(x, torch.Tensor) or x.ndim != 4:
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f'Expected a batch of images (B, C, H, W); got {shape}. '
-                             f'Add a batch dimension with x.unsqueeze(0) for a single image.')
-        if x.shape[1] != self.in_chans:
-            raise ValueError(f'Expected {self.in_chans} channels (in_chans={self.in_chans}); got {x.shape[1]}. '
-                             f'Convert the images, or build the model with in_chans={x.shape[1]}.')
+        """Check an image batch (:func:`~vispe.models.inputs.check_image_batch`: rank, channels, size, device,
+        dtype, non-finite pixels by ``nonfinite_inputs``) and return the :class:`Positions` of its patch grid."""
+        check_image_batch(x, self.in_chans, next(self.patch_embed.parameters(), None), self.nonfinite_inputs,
+                          channels_fix=', or build the model with in_chans={channels}')
         grid = feature_grid_size(x.shape[-2:], self.patch_embed.patch_size, self.patch_embed.dynamic_img_pad)
         return Positions(grid, self.num_prefix_tokens, patch_size=tuple(self.patch_embed.patch_size),
                          device=x.device)
@@ -266,7 +269,8 @@ def _rename_from_timm(module: VisionTransformer, state_dict: dict[str, Any], pre
             state_dict[prefix + ours] = state_dict.pop(prefix + timms)
 
 
-def retrofit(model: TimmVisionTransformer, encoding: EncodingConfig | None = None) -> VisionTransformer:
+def retrofit(model: TimmVisionTransformer, encoding: EncodingConfig | None = None,
+             nonfinite_inputs: str | None = None) -> VisionTransformer:
     """Put an encoding into an existing timm ``VisionTransformer``, in place, keeping its weights.
 
     The instance becomes a :class:`VisionTransformer` (a subclass of timm's, so ``isinstance``
@@ -279,14 +283,20 @@ def retrofit(model: TimmVisionTransformer, encoding: EncodingConfig | None = Non
     Args:
         model: a timm ``VisionTransformer`` with standard ``Block``/``Attention`` layers.
         encoding: config, instance or list; default ``LearnedAPE``.
+        nonfinite_inputs: 'raise', 'warn' or 'ignore' for NaN/inf pixels (see :class:`VisionTransformer`);
+            None keeps the setting of a vispe model ('raise' for a timm model).
 
     Returns:
         The same object, converted.
     """
     encoding = DEFAULT_ENCODING if encoding is None else encoding
+    if nonfinite_inputs is not None:
+        check_nonfinite_option(nonfinite_inputs)
     if isinstance(model, VisionTransformer):
         current = next((m for m in _encoding_members(model.encoding) if isinstance(m, LearnedAPE)), None)
         model.attach_encoding(encoding, timm_pos_embed=None if current is None else current.pos_embed)
+        if nonfinite_inputs is not None:
+            model.nonfinite_inputs = nonfinite_inputs
         return model
     if not isinstance(model, TimmVisionTransformer):
         raise TypeError(f'retrofit converts a timm VisionTransformer; got {type(model).__name__}. '
@@ -306,6 +316,7 @@ def retrofit(model: TimmVisionTransformer, encoding: EncodingConfig | None = Non
     model.patch_embed.strict_img_size = False
     model.patch_embed.flatten = False
     model.patch_embed.output_fmt = Format.NHWC
+    model.nonfinite_inputs = nonfinite_inputs or VisionTransformer.nonfinite_inputs
     model.attach_encoding(encoding, timm_pos_embed=timm_pos_embed)
     if timm_pos_embed is not None and not any(m.pos_embed is timm_pos_embed for m in
                                               _encoding_members(model.encoding) if isinstance(m, LearnedAPE)):
@@ -321,10 +332,32 @@ def _ape_config(encoding: EncodingConfig) -> dict[str, Any] | None:
     return None
 
 
+def _check_architecture_overrides(kwargs: dict[str, Any]) -> None:
+    """Sizes given to ``create_vit`` that timm would turn into a division by zero or an empty model."""
+    for name in ('patch_size', 'img_size', 'depth', 'num_heads', 'embed_dim'):
+        value = kwargs.get(name)
+        values = value if isinstance(value, (tuple, list)) else [value]
+        if value is not None and not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values):
+            raise ValueError(f'create_vit: {name} must be a whole number of at least 1 (or a pair of them for sizes); '
+                             f'got {value!r}.')
+    embed_dim, num_heads = kwargs.get('embed_dim'), kwargs.get('num_heads')
+    if embed_dim is not None and num_heads is not None and embed_dim % num_heads:
+        nearest = min((d for d in range(1, embed_dim + 1) if embed_dim % d == 0), key=lambda d: abs(d - num_heads))
+        raise ValueError(f'create_vit: embed_dim {embed_dim} is not divisible by num_heads {num_heads}; choose a '
+                         f'head count that divides it (e.g. {nearest}).')
+    image, patch = kwargs.get('img_size'), kwargs.get('patch_size')
+    if image is not None and patch is not None:
+        image, patch = to_2tuple(image), to_2tuple(patch)
+        if image[0] < patch[0] or image[1] < patch[1]:
+            raise ValueError(f'create_vit: img_size {image} is smaller than one patch {patch}; the training size '
+                             f'must hold at least one patch per side.')
+
+
 def create_vit(
         model_name: str,
         encoding: EncodingConfig | None = None,
         pretrained: bool = False,
+        nonfinite_inputs: str = 'raise',
         **kwargs: Any,
 ) -> VisionTransformer:
     """Build a timm ViT architecture by name with any vispe encoding.
@@ -338,6 +371,8 @@ def create_vit(
         model_name: a timm ``VisionTransformer`` name, e.g. ``'vit_small_patch16_224'``.
         encoding: config, instance or list; default ``LearnedAPE``.
         pretrained: load timm's pretrained weights (needs the weights locally or a hub connection).
+        nonfinite_inputs: 'raise', 'warn' or 'ignore' for NaN/inf pixels (see :class:`VisionTransformer`);
+            vispe's option, not passed to timm.
 
     Example:
         >>> vit = create_vit('vit_small_patch16_224', encoding=dict(type='SinCos2D'), num_classes=10)
@@ -346,6 +381,8 @@ def create_vit(
     """
     encoding = DEFAULT_ENCODING if encoding is None else encoding
     _refuse_reserved(kwargs)
+    _check_architecture_overrides(kwargs)
+    check_nonfinite_option(nonfinite_inputs)
     ape_cfg = _ape_config(encoding)
     timm_kwargs: dict[str, Any] = dict(kwargs, dynamic_img_size=True)
     if not pretrained:
@@ -358,7 +395,7 @@ def create_vit(
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ''
         raise ValueError(f'Unknown timm model {model_name!r}.{hint} List them with timm.list_models("vit_*").')
     model = timm.create_model(model_name, pretrained=pretrained, **timm_kwargs)
-    return retrofit(model, encoding)
+    return retrofit(model, encoding, nonfinite_inputs=nonfinite_inputs)
 
 
 MODELS.register_module(name='TimmViT', module=create_vit)

@@ -22,6 +22,7 @@ class TimmFeatures(nn.Module):
 
     Attributes:
         channels, stride: of the returned map.
+        in_chans: input channels (DETR checks its inputs against them).
 
     Shapes: (B, in_chans, H, W) -> (B, channels, ⌈H/stride⌉, ⌈W/stride⌉).
     """
@@ -36,6 +37,7 @@ class TimmFeatures(nn.Module):
                                       out_indices=(probe.feature_info.out_indices[index],), in_chans=in_chans)
         self.channels = self.body.feature_info.channels()[-1]
         self.stride = self.body.feature_info.reduction()[-1]
+        self.in_chans = in_chans
         if frozen_bn:
             self.body = freeze_batch_norm_2d(self.body)
 

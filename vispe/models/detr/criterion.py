@@ -8,6 +8,7 @@ from torch import nn
 from torchvision.ops import box_convert, generalized_box_iou
 
 from vispe.models.detr.matcher import HungarianMatcher
+from vispe.models.detr.targets import check_targets
 
 
 class SetCriterion(nn.Module):
@@ -17,7 +18,9 @@ class SetCriterion(nn.Module):
     is ``eos_coef`` (0.1). ``loss_bbox``: L1 of matched (cx, cy, w, h), summed and divided by the number
     of target boxes in the batch (over all processes). ``loss_giou``: 1 − GIoU, likewise. Each is
     multiplied by its weight (1, 5, 2 in DETR); with auxiliary outputs the same losses of decoder
-    layer i are returned as ``d{i}.loss_*`` (each output matched on its own).
+    layer i are returned as ``d{i}.loss_*`` (each output matched on its own). The targets are checked
+    first (:func:`~vispe.models.detr.targets.check_targets`: labels in [0, K), boxes finite, non-empty and
+    inside the image), with errors that name the image and the annotation.
 
     Args:
         num_classes: K, object classes (the no-object class is index K).
@@ -65,6 +68,7 @@ class SetCriterion(nn.Module):
     def forward(self, logits: torch.Tensor, boxes: torch.Tensor,
                 targets: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """logits (L, B, Q, K+1) and boxes (L, B, Q, 4) of every decoder layer (the last is the output)."""
+        check_targets(targets, self.num_classes, batch_size=logits.shape[1])
         num_boxes = self.num_target_boxes(targets, logits.device)
         losses = self.single_output(logits[-1], boxes[-1], targets, num_boxes)
         for layer in range(logits.shape[0] - 1):

@@ -1,7 +1,7 @@
 """DETR (Carion et al., ECCV 2020) for mmengine's Runner, with any vispe 2D encoding in its encoder."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -12,6 +12,7 @@ from torchvision.ops import box_convert
 from vispe.models.detr.criterion import SetCriterion
 from vispe.models.detr.matcher import HungarianMatcher
 from vispe.models.detr.transformer import DETRDecoder, DETREncoder
+from vispe.models.inputs import check_image_batch, check_nonfinite_option, check_pixel_masks
 from vispe.registry import MODELS
 
 
@@ -30,10 +31,11 @@ class DETR(BaseModel):
     """Backbone → 1×1 projection → encoder (vispe attention + encoding) → decoder with learned object
     queries → class and box heads on every decoder layer.
 
-    Batches are padded (``masks`` True on real pixels); the mask is resized to the feature grid as in
-    DETR, every encoding sees each image's real grid and padded cells are never attended to. Decoder
-    cross-attention keys carry DETR's sine embedding of the real grid whatever the encoder's encoding
-    (the encoding under study acts in the encoder; ``key_position`` changes this).
+    Batches are padded (``masks`` True on real pixels, each image in the top-left corner, as
+    ``vispe.detr_collate`` makes them; DETR's original code uses True = padding); the mask is resized to
+    the feature grid as in DETR, every encoding sees each image's real grid and padded cells are never
+    attended to. Decoder cross-attention keys carry DETR's sine embedding of the real grid whatever the
+    encoder's encoding (the encoding under study acts in the encoder; ``key_position`` changes this).
 
     ``forward(inputs, masks, data_samples, mode)``: 'loss' -> weighted losses (with ``d{i}.`` auxiliary
     ones); 'predict' -> per image ``dict(image_id, boxes (Q, 4) xyxy in original pixels, scores (Q,),
@@ -52,14 +54,22 @@ class DETR(BaseModel):
         matcher, loss: weights (class 1, bbox 5, GIoU 2; no-object 0.1).
         aux_loss: losses on every decoder layer.
         key_position: encoding config for the cross-attention keys (must have a ``table(pos)``).
+        nonfinite_inputs: what a batch with NaN or ±inf pixels does: 'raise' (ValueError), 'warn'
+            (RuntimeWarning) or 'ignore' (no check). Also a plain attribute.
+
+    Inputs and masks are checked before anything runs (:mod:`vispe.models.inputs`: rank, channels, sizes of
+    at least one stride, dtype, non-finite pixels, the mask's dtype, shape and convention), and the targets
+    before matching (:func:`~vispe.models.detr.targets.check_targets`).
     """
 
     def __init__(self, backbone: dict, num_classes: int, encoder: dict | None = None, decoder: dict | None = None,
                  num_queries: int = 100, embed_dim: int = 256, image_size: int | tuple[int, int] = 800,
                  class_weight: float = 1.0, bbox_weight: float = 5.0, giou_weight: float = 2.0,
                  eos_coef: float = 0.1, aux_loss: bool = True, key_position: dict | None = None,
-                 data_preprocessor: dict | None = None, init_cfg: dict | None = None) -> None:
+                 nonfinite_inputs: str = 'raise', data_preprocessor: dict | None = None,
+                 init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        self.nonfinite_inputs = check_nonfinite_option(nonfinite_inputs)
         self.backbone = MODELS.build(backbone)
         stride = self.backbone.stride
         height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
@@ -84,9 +94,22 @@ class DETR(BaseModel):
             return None
         return F.interpolate(masks[None].float(), size=features.shape[-2:])[0].bool()
 
+    def check_inputs(self, inputs: torch.Tensor, masks: torch.Tensor | None) -> None:
+        """Images (B, C, H, W) of at least one stride a side, on the backbone's device and of its dtype (or
+        under autocast), finite (by ``nonfinite_inputs``), and their masks
+        (:func:`~vispe.models.inputs.check_pixel_masks`)."""
+        stride = self.backbone.stride
+        check_image_batch(inputs, getattr(self.backbone, 'in_chans', None), next(self.backbone.parameters(), None),
+                          self.nonfinite_inputs, min_side=stride,
+                          min_side_reason=f'the backbone reduces by {stride}, so each side needs {stride} px for one '
+                                          f'feature cell',
+                          channels_fix=', or build the backbone with in_chans={channels}')
+        check_pixel_masks(masks, inputs)
+
     def predict_sets(self, inputs: torch.Tensor, masks: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """Class logits (L, B, Q, K+1) and boxes (L, B, Q, 4), normalised (cx, cy, w, h), of every decoder
         layer (only the last without ``aux_loss``). inputs (B, 3, H, W), masks (B, H, W) True on real pixels."""
+        self.check_inputs(inputs, masks)
         features = self.backbone(inputs)
         valid_mask = self.feature_mask(masks, features)
         features = self.input_proj(features)
@@ -101,8 +124,17 @@ class DETR(BaseModel):
         return dict(logits=self.class_embed(hidden), boxes=self.bbox_embed(hidden))
 
     @staticmethod
-    def targets(data_samples: list[dict[str, Any]], device: torch.device) -> list[dict[str, torch.Tensor]]:
-        return [dict(labels=sample['labels'].to(device), boxes=sample['boxes'].to(device)) for sample in data_samples]
+    def targets(data_samples: list[dict[str, Any]], device: torch.device) -> list[dict[str, Any]]:
+        """Each sample's ``labels``, ``boxes`` (moved to ``device``) and ``image_id``; what is missing stays
+        missing and non-tensors stay as they are, for the criterion's checks to report."""
+        targets = []
+        for index, sample in enumerate(data_samples):
+            if not isinstance(sample, Mapping):
+                raise TypeError(f'data_samples[{index}] must be a dict with labels and boxes (what CocoDetection '
+                                f'gives); got {type(sample).__name__}.')
+            targets.append({key: value.to(device) if isinstance(value, torch.Tensor) and key != 'image_id' else value
+                            for key, value in sample.items() if key in ('labels', 'boxes', 'image_id')})
+        return targets
 
     def postprocess(self, logits: torch.Tensor, boxes: torch.Tensor,
                     data_samples: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -118,13 +150,16 @@ class DETR(BaseModel):
 
     def forward(self, inputs: torch.Tensor, masks: torch.Tensor | None = None,
                 data_samples: list[dict[str, Any]] | None = None, mode: str = 'tensor') -> Any:
+        if mode not in ('loss', 'predict', 'tensor'):
+            raise ValueError(f"mode must be 'loss', 'predict' or 'tensor'; got {mode!r}.")
+        if mode == 'loss' and data_samples is None:
+            raise ValueError("mode='loss' needs data_samples with 'labels' and 'boxes' per image.")
+        if data_samples is not None and isinstance(inputs, torch.Tensor) and len(data_samples) != len(inputs):
+            raise ValueError(f'{len(data_samples)} data samples for a batch of {len(inputs)} images: give one per '
+                             f'image, in the order of the batch (vispe.detr_collate does).')
         outputs = self.predict_sets(inputs, masks)
         if mode == 'tensor':
             return outputs
         if mode == 'loss':
-            if data_samples is None:
-                raise ValueError("mode='loss' needs data_samples with 'labels' and 'boxes' per image.")
             return self.criterion(outputs['logits'], outputs['boxes'], self.targets(data_samples, inputs.device))
-        if mode == 'predict':
-            return self.postprocess(outputs['logits'][-1], outputs['boxes'][-1], data_samples)
-        raise ValueError(f"mode must be 'loss', 'predict' or 'tensor'; got {mode!r}.")
+        return self.postprocess(outputs['logits'][-1], outputs['boxes'][-1], data_samples)

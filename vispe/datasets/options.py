@@ -1,0 +1,55 @@
+"""Checks of dataset constructor options, with errors that name the option, the value seen and the fix.
+
+They run before any file is read, so a bad config fails at once, and change nothing for valid values.
+"""
+from __future__ import annotations
+
+import difflib
+import numbers
+from typing import Any, Sequence
+
+
+def check_positive_int(owner: str, name: str, value: Any) -> int:
+    """``value`` if it is an int ≥ 1 (not a bool), else TypeError / ValueError naming ``owner``'s option ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        hint = f' (use {int(value)})' if isinstance(value, float) and value.is_integer() else ''
+        raise TypeError(f'{owner} {name} must be an int; got {value!r} ({type(value).__name__}){hint}.')
+    if value <= 0:
+        raise ValueError(f'{owner} {name} must be ≥ 1; got {value}. Set it to a positive number of '
+                         f'{"pixels" if "size" in name or "scale" in name else "items"}.')
+    return int(value)
+
+
+def check_choice(owner: str, name: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices``, else a ValueError naming the closest choice."""
+    if value in choices:
+        return value
+    close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.5)
+    hint = f' Did you mean {close[0]!r}?' if close else ''
+    raise ValueError(f'{owner} {name} must be one of {tuple(choices)}; got {value!r}.{hint}')
+
+
+def check_crop_scale(owner: str, name: str, value: Any) -> tuple[float, float]:
+    """Two numbers ``(low, high)`` with 0 < low ≤ high ≤ 1: the area range of a random resized crop."""
+    fix = f'Pass two fractions of the image area, e.g. {name}=(0.35, 1.0).'
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
+        raise ValueError(f'{owner} {name} must be (low, high); got {value!r}. {fix}')
+    if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value):
+        raise TypeError(f'{owner} {name} must hold two numbers; got {value!r}. {fix}')
+    low, high = value
+    if not (0 < low <= 1 and 0 < high <= 1):
+        raise ValueError(f'{owner} {name} values must lie in (0, 1] (fractions of the image area); got {value!r}. '
+                         f'{fix}')
+    if low > high:
+        raise ValueError(f'{owner} {name} must have low ≤ high; got {value!r}. Swap them: ({high}, {low}).')
+    return low, high
+
+
+def check_normalisation(owner: str, mean: Any, std: Any, channels: int) -> None:
+    """``mean`` and ``std`` hold one number per channel and every std is > 0 (the pixels are divided by it)."""
+    for name, values in (('mean', mean), ('std', std)):
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) != channels:
+            raise ValueError(f'{owner} {name} must hold {channels} numbers, one per channel; got {values!r}.')
+    if not all(isinstance(v, numbers.Real) and v > 0 for v in std):
+        raise ValueError(f'{owner} std must be > 0 for every channel (pixels are divided by it, a 0 gives inf); '
+                         f'got {std!r}.')
