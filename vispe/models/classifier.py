@@ -40,15 +40,15 @@ class ImageClassifier(BaseModel):
         if head_bias_init is not None:
             torch.nn.init.constant_(self.backbone.get_classifier().bias, head_bias_init)
 
-    def check_labels(self, label: torch.Tensor, inputs: torch.Tensor) -> None:
+    @staticmethod
+    def check_labels(label: torch.Tensor, batch_size: int, num_classes: int) -> None:
         """Hard labels are integers in [0, num_classes), one per image (cross-entropy would fail deep inside
-        torch, or on a GPU with a device assert)."""
-        num_classes = self.backbone.num_classes
-        if label.ndim != 1 or label.is_floating_point() or len(label) != len(inputs):
-            if label.ndim == 2 and label.is_floating_point() and label.shape == (len(inputs), num_classes):
+        torch, or on a GPU with a device assert); soft targets are (B, num_classes) floats."""
+        if label.ndim != 1 or label.is_floating_point() or len(label) != batch_size:
+            if label.ndim == 2 and label.is_floating_point() and tuple(label.shape) == (batch_size, num_classes):
                 return
             raise ValueError(f'Labels must be (B,) class indices or (B, {num_classes}) soft targets for a batch of '
-                             f'{len(inputs)} images; got {tuple(label.shape)} {label.dtype}.')
+                             f'{batch_size} images; got {tuple(label.shape)} {label.dtype}.')
         bad = (label < 0) | (label >= num_classes)
         if bool(bad.any()):
             index = int(bad.nonzero()[0])
@@ -71,10 +71,13 @@ class ImageClassifier(BaseModel):
         if mode == 'loss':
             if label is None:
                 raise ValueError("mode='loss' needs labels: the dataset items must carry 'label'.")
-            self.check_labels(label, inputs)
             if self.mixup is not None:
+                self.check_labels(label, len(inputs), self.mixup.num_classes)
                 inputs, label = self.mixup(inputs, label)
-            return {'loss': self.loss_value(self.backbone(inputs), label)}
+                return {'loss': self.loss_value(self.backbone(inputs), label)}
+            logits = self.backbone(inputs)
+            self.check_labels(label, len(inputs), logits.shape[-1])
+            return {'loss': self.loss_value(logits, label)}
         logits = self.backbone(inputs)
         if mode == 'tensor':
             return logits
