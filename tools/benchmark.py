@@ -42,7 +42,8 @@ import torch
 
 import vispe
 from vispe.encodings import ComRoPE, PositionEncoding, TableCache
-from vispe.engine.arguments import config_dict, non_negative_int, positive_int, reported_by, writable_output
+from vispe.engine.arguments import (InvalidArgument, config_dict, non_negative_int, positive_int, reported_by,
+                                    writable_output)
 from vispe.geometry import Positions
 
 
@@ -60,7 +61,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--repeats', type=positive_int, default=5)
     parser.add_argument('--warmup', type=non_negative_int, default=2)
     parser.add_argument('--threads', type=positive_int, default=None)
-    parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    parser.add_argument('--device', type=torch_device, default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--timm-models', nargs='*', default=[],
                         help='extra timm models to time alongside, e.g. vit_small_patch16_rope_mixed_224')
     parser.add_argument('--layer', action='store_true', help='benchmark single attention layers')
@@ -69,10 +70,24 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--out', type=Path, default=None, help='write <out>.csv and <out>.json')
     parser.add_argument('--probe', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.out is not None:
-        with reported_by(parser):
+    with reported_by(parser):
+        if args.out is not None:
             writable_output(args.out, '--out', suffixes=('.csv', '.json', '.md'))
+        if not args.probe and not args.layer:
+            patch = vispe.create_vit(args.arch, encoding='NoPE').patch_embed.patch_size[0]
+            bad = [size for size in args.sizes if size % patch]
+            if bad:
+                raise InvalidArgument('--sizes', bad, f'not multiples of the patch size {patch} of {args.arch}',
+                                      f'give multiples of {patch}')
     return args
+
+
+def torch_device(text: str) -> torch.device:
+    """argparse type: a torch device name ('cpu', 'cuda', 'cuda:1')."""
+    try:
+        return torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a torch device; give cpu, cuda or cuda:N.') from None
 
 
 def encoding_configs(names: list[str]) -> dict[str, dict]:

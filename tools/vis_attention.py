@@ -86,6 +86,9 @@ def load_image(spec: str) -> np.ndarray:
     if kind == 'fmnist' and name.isdigit():
         from vispe.datasets.fashion_mnist import default_root, read_idx
         images, _ = read_idx(default_root(), 'test')
+        if int(name) >= len(images):
+            raise ValueError(f'--image {spec}: the Fashion-MNIST test split has {len(images)} images; give an index '
+                             f'from 0 to {len(images) - 1}.')
         return images[int(name)].copy()
     if kind == 'skimage':
         try:

@@ -53,5 +53,5 @@ def test_balanced_subset_counts() -> None:
     labels = np.repeat(np.arange(3), 10)
     keep = balanced_subset(labels, 8, seed=0)
     assert np.bincount(labels[keep]).tolist() == [3, 3, 2]
-    with pytest.raises(ValueError, match='impossible'):
+    with pytest.raises(ValueError, match=r'subset=31 is larger than the split \(30 images\)'):
         balanced_subset(labels, 31, seed=0)

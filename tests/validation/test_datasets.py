@@ -66,8 +66,12 @@ def test_unknown_category_id_names_file_annotation_image_and_category(tmp_path) 
 def test_coco_json_that_is_not_an_object_is_corrupt(tmp_path) -> None:
     path = tmp_path / 'list.json'
     path.write_text('[1, 2]')
-    with pytest.raises(RuntimeError, match=r'list\.json is corrupt or not COCO json'):
+    with pytest.raises(RuntimeError, match=r'list\.json is corrupt: it holds a json list, not the object'):
         CocoDetection(str(path))
+    truncated = tmp_path / 'cut.json'
+    truncated.write_text('{"images": [')
+    with pytest.raises(RuntimeError, match=r'cut\.json is corrupt or not json \(.*\)\. Write it again'):
+        CocoDetection(str(truncated))
 
 
 def test_valid_coco_items_are_unchanged(tmp_path) -> None:
@@ -183,3 +187,14 @@ def test_coco_json_inconsistencies_that_pycocotools_accepts(tmp_path, change, ma
     path.write_text(json.dumps(coco))
     with pytest.raises(ValueError, match=match):
         CocoDetection(str(path), str(tmp_path), image_size=30, max_size=None)
+
+
+def test_flags_seeds_and_filters_are_checked() -> None:
+    """Before: train_augment='no' switched augmentation on (a non-empty string is true), a negative seed
+    failed inside numpy, a misspelt filter as a bare KeyError from timm."""
+    with pytest.raises(TypeError, match=r"FashionMNIST train_augment must be True or False; got 'no'"):
+        FashionMNIST(train_augment='no')
+    with pytest.raises(ValueError, match='FashionMNIST subset_seed must be ≥ 0; got -1'):
+        FashionMNIST(subset=10, subset_seed=-1)
+    with pytest.raises(ValueError, match=r"interpolation must be one of .*; got 'bicubc'\. Did you mean 'bicubic'"):
+        ImageFolderDataset('nowhere', interpolation='bicubc')

@@ -336,3 +336,19 @@ def test_detection_sizes_scale_the_cap_on_the_longer_side() -> None:
     assert evaluation.dataset_cfg(cfg, 1600, 'upsample', None)['max_size'] == 2666
     assert evaluation.dataset_cfg(cfg, 800, 'upsample', None)['max_size'] == 1333
     assert evaluation.dataset_cfg(cfg, 400, 'upsample', None)['max_size'] == 666
+
+
+def test_benchmark_refuses_sizes_off_the_patch_grid_and_unknown_devices(monkeypatch, capsys) -> None:
+    benchmark = tool('benchmark')
+    for argv, fragment in ((['--sizes', '224', '30'], "--sizes 30: not multiples of the patch size 16"),
+                           (['--device', 'gpu'], "argument --device: 'gpu' is not a torch device")):
+        monkeypatch.setattr(sys, 'argv', ['benchmark.py', *argv])
+        with pytest.raises(SystemExit) as info:
+            benchmark.parse_args()
+        assert info.value.code == 2 and fragment in capsys.readouterr().err
+
+
+def test_vis_attention_names_a_fashion_mnist_index_beyond_the_split() -> None:
+    with pytest.raises(ValueError, match=r'--image fmnist:99999: the Fashion-MNIST test split has 10000 images; give '
+                                         r'an index from 0 to 9999'):
+        tool('vis_attention').load_image('fmnist:99999')

@@ -34,11 +34,18 @@ def load_coco(ann_file: str | Path) -> Any:
         raise FileNotFoundError(f'COCO annotation file {path} not found. For the Fashion-MNIST detection set run '
                                 f'`python tools/dataset_converters/fmnist_detection.py`; for COCO see datasets/README.md.')
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            coco = COCO(str(path))
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AssertionError) as exc:
-        raise RuntimeError(f'COCO annotation file {path} is corrupt or not COCO json: {exc!r}') from None
-    check_coco_json(coco.dataset, path)
+        dataset = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RuntimeError(f'COCO annotation file {path} is corrupt or not json ({exc}). Write it again, or download '
+                           f'it again (see datasets/README.md).') from None
+    if not isinstance(dataset, dict):
+        raise RuntimeError(f'COCO annotation file {path} is corrupt: it holds a json {type(dataset).__name__}, not '
+                           f'the object with "images", "annotations" and "categories" that COCO json is.')
+    check_coco_json(dataset, path)
+    coco = COCO()
+    coco.dataset = dataset
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco.createIndex()
     return coco
 
 

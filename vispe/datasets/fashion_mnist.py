@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from vispe.datasets.options import check_choice, check_crop_scale, check_positive_int
+from vispe.datasets.options import (check_bool, check_choice, check_crop_scale, check_non_negative_int,
+                                    check_positive_int)
 from vispe.datasets.transforms import EVAL_MODES, classification_transform
 from vispe.registry import DATASETS
 
@@ -79,6 +80,8 @@ class FashionMNIST(Dataset):
         check_positive_int('FashionMNIST', 'image_size', image_size)
         check_crop_scale('FashionMNIST', 'crop_scale', crop_scale)
         check_choice('FashionMNIST', 'eval_mode', eval_mode, EVAL_MODES)
+        check_bool('FashionMNIST', 'train_augment', train_augment)
+        check_non_negative_int('FashionMNIST', 'subset_seed', subset_seed)
         if subset is not None:
             check_positive_int('FashionMNIST', 'subset', subset)
         self.transform = classification_transform(image_size, source_size=28, train_augment=train_augment,
@@ -106,7 +109,8 @@ def balanced_subset(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
     """Indices of ``size`` items, as equal a count per class as possible, chosen with a seeded RNG."""
     classes = np.unique(labels)
     if size > len(labels):
-        raise ValueError(f'A subset of {size} from a split of {len(labels)} images is impossible.')
+        raise ValueError(f'subset={size} is larger than the split ({len(labels)} images): choose a subset of at most '
+                         f'{len(labels)}, or subset=None for the whole split.')
     rng = np.random.default_rng(seed)
     per_class = [rng.permutation(np.flatnonzero(labels == c)) for c in classes]
     counts = [size // len(classes) + (1 if i < size % len(classes) else 0) for i in range(len(classes))]

@@ -9,9 +9,12 @@ import torchvision
 from timm.data import create_transform
 from torch.utils.data import Dataset
 
-from vispe.datasets.options import check_choice, check_crop_scale, check_positive_int
+from vispe.datasets.options import check_bool, check_choice, check_crop_scale, check_positive_int
 from vispe.datasets.transforms import EVAL_MODES
 from vispe.registry import DATASETS
+
+# Resize filters timm's transforms take by name.
+INTERPOLATIONS = ('nearest', 'bilinear', 'bicubic', 'box', 'hamming', 'lanczos')
 
 
 @DATASETS.register_module()
@@ -47,6 +50,8 @@ class ImageFolderDataset(Dataset):
         check_positive_int('ImageFolderDataset', 'image_size', image_size)
         check_crop_scale('ImageFolderDataset', 'scale', scale)
         check_choice('ImageFolderDataset', 'eval_mode', eval_mode, EVAL_MODES)
+        check_choice('ImageFolderDataset', 'interpolation', interpolation, INTERPOLATIONS)
+        check_bool('ImageFolderDataset', 'train_augment', train_augment)
         if eval_mode != 'upsample':
             raise ValueError(f"ImageFolderDataset evaluates by resizing (eval_mode='upsample'); got {eval_mode!r}.")
         folder = Path(root) / split

@@ -20,6 +20,22 @@ def check_positive_int(owner: str, name: str, value: Any) -> int:
     return int(value)
 
 
+def check_bool(owner: str, name: str, value: Any) -> bool:
+    """``value`` if it is True or False (a string such as 'no' would count as true), else a TypeError."""
+    if not isinstance(value, bool):
+        raise TypeError(f'{owner} {name} must be True or False; got {value!r} ({type(value).__name__}).')
+    return value
+
+
+def check_non_negative_int(owner: str, name: str, value: Any) -> int:
+    """``value`` if it is an int ≥ 0 (seeds), else TypeError / ValueError naming ``owner``'s option ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f'{owner} {name} must be an int; got {value!r} ({type(value).__name__}).')
+    if value < 0:
+        raise ValueError(f'{owner} {name} must be ≥ 0; got {value}. Use a non-negative seed.')
+    return int(value)
+
+
 def check_choice(owner: str, name: str, value: Any, choices: Sequence[str]) -> str:
     """``value`` if it is one of ``choices``, else a ValueError naming the closest choice."""
     if value in choices:

@@ -15,7 +15,7 @@ from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_mod
 
 from vispe import registry, serialization
 from vispe.engine.hooks import RandomStateHook
-from vispe.registry import RUNNERS, UnknownTypeError, VispeRegistry, unknown_type_message
+from vispe.registry import RUNNERS, UnknownTypeError, VispeRegistry, unknown_argument_error, unknown_type_message
 
 TRUST_FLAG = '--trust-checkpoint'
 
@@ -66,6 +66,8 @@ def named_unknown_types() -> Iterator[None]:
     Runner is made, datasets and metrics when it trains or tests)."""
     try:
         yield
+    except TypeError as exc:
+        raise unknown_argument_error(exc, _registered_by_name(str(exc))) from None
     except KeyError as exc:
         match = re.search(r"(\S+) is not in the (?:\S+::)?(.+?) registry", str(exc))
         if match is None or isinstance(exc, UnknownTypeError):
@@ -74,6 +76,18 @@ def named_unknown_types() -> Iterator[None]:
         children = [value for value in vars(registry).values() if isinstance(value, VispeRegistry) and value.name == kind]
         known = sorted({key for child in children for key in (*child.module_dict, *child.parent.module_dict)})
         raise UnknownTypeError(unknown_type_message(kind, name, known)) from None
+
+
+def _registered_by_name(message: str) -> Any:
+    """The registered class a "Name.__init__() got an unexpected keyword argument" message is about, if any
+    (mmengine's root registries build datasets and metrics, so vispe's own build does not see the error)."""
+    match = re.match(r'(\w+)\.__init__\(\) got an unexpected keyword argument', message)
+    if match is None:
+        return None
+    for child in vars(registry).values():
+        if isinstance(child, VispeRegistry) and match.group(1) in child.module_dict:
+            return child.module_dict[match.group(1)]
+    return None
 
 
 @RUNNERS.register_module()

@@ -240,7 +240,9 @@ def _adopt_pos_embed(encoding: PositionEncoding, pos_embed: nn.Parameter, cfg: E
         if isinstance(member, LearnedAPE) and _is_ape_config(member_cfg):
             if member.pos_embed.shape != pos_embed.shape:
                 raise ValueError(f'The timm pos_embed {tuple(pos_embed.shape)} does not fit LearnedAPE '
-                                 f'{tuple(member.pos_embed.shape)}: its no_embed_class must match the timm model\'s.')
+                                 f'{tuple(member.pos_embed.shape)} (grid_size {member.grid_size}, no_embed_class '
+                                 f'{member.no_embed_class}): leave grid_size and num_prefix_tokens to the model (its '
+                                 f'img_size / patch_size grid) and set no_embed_class as the timm model has it.')
             member.pos_embed = pos_embed
             return
 
