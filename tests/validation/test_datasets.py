@@ -198,3 +198,10 @@ def test_flags_seeds_and_filters_are_checked() -> None:
         FashionMNIST(subset=10, subset_seed=-1)
     with pytest.raises(ValueError, match=r"interpolation must be one of .*; got 'bicubc'\. Did you mean 'bicubic'"):
         ImageFolderDataset('nowhere', interpolation='bicubc')
+
+
+def test_a_corrupt_image_names_the_file_its_id_and_the_fix(tmp_path) -> None:
+    path = write_coco(tmp_path)
+    (tmp_path / '1.png').write_bytes(b'not a png')
+    with pytest.raises(RuntimeError, match=r'1\.png of image id 1 is corrupt or unreadable .*replace the file'):
+        CocoDetection(str(path), str(tmp_path), image_size=30, max_size=None)[0]

@@ -158,7 +158,8 @@ class CocoDetection(Dataset):
         except FileNotFoundError:
             raise FileNotFoundError(f'Image {path} of image id {image_id} not found (data_root={self.data_root}).') from None
         except OSError as exc:
-            raise RuntimeError(f'Image {path} is corrupt or unreadable: {exc}') from None
+            raise RuntimeError(f'Image {path} of image id {image_id} is corrupt or unreadable ({exc}): replace the '
+                               f'file, or remove the image and its annotations from the json.') from None
 
     def annotations(self, image_id: int, width: int, height: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(boxes (n, 4) xyxy pixels clipped to the image, labels (n,)) without crowds; invalid boxes for the
