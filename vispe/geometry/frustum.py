@@ -1,0 +1,106 @@
+"""Camera frustum points of a feature map: PETR's 3D coordinates generator, and one depth per pixel (3DPPE).
+
+PETR (Liu et al., ECCV 2022; megvii-research/PETR ``PETRHead.position_embeding``) lifts every cell of
+an h×w feature map of padded (pad_h, pad_w) images to D depths and maps the homogeneous point
+``(u·max(d, 1e-5), v·max(d, 1e-5), d, 1)`` through ``img2lidar``. Its pixel of cell (i, j) is the
+top-left corner of the stride cell, ``(u, v) = (j·pad_w/w, i·pad_h/h)``; ``pixel='center'`` gives the
+cell centre ``((j + 0.5)·pad_w/w - 0.5, (i + 0.5)·pad_h/h - 0.5)`` with pixel centres at integers.
+"""
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+import torch
+
+from vispe.geometry.cameras import Cameras
+
+__all__ = ['depth_bins', 'depth_map_points', 'frustum_pixels', 'frustum_points', 'normalize_points']
+
+PixelMode = Literal['corner', 'center']
+
+
+def depth_bins(num: int, start: float, stop: float, mode: Literal['LID', 'UD'] = 'LID',
+               device: torch.device | str | None = None) -> torch.Tensor:
+    """(num,) float32 depths ``d_i``, i = 0..D-1 (D = num), PETR's bins.
+
+    'LID' (linear-increasing): ``d_i = start + (stop - start) / (D (D + 1)) · i (i + 1)``.
+    'UD' (uniform): ``d_i = start + i (stop - start) / D``. Neither reaches ``stop``.
+    """
+    if num < 1 or not stop > start:
+        raise ValueError(f'depth_bins needs num >= 1 and stop > start, got num={num}, start={start}, stop={stop}')
+    index = torch.arange(num, device=device, dtype=torch.float64)
+    if mode == 'LID':
+        depth = start + (stop - start) / (num * (num + 1)) * index * (index + 1)
+    elif mode == 'UD':
+        depth = start + (stop - start) / num * index
+    else:
+        raise ValueError(f"depth_bins mode must be 'LID' or 'UD', got {mode!r}")
+    return depth.float()
+
+
+def frustum_pixels(feat_size: Sequence[int], image_size: Sequence[int], pixel: PixelMode = 'corner',
+                   device: torch.device | str | None = None) -> torch.Tensor:
+    """(h, w, 2) float32 (u, v) image pixels of the cells of an h×w feature map of (H, W) images."""
+    (height, width), (img_h, img_w) = feat_size, image_size
+    if pixel not in ('corner', 'center'):
+        raise ValueError(f"pixel must be 'corner' (PETR) or 'center', got {pixel!r}")
+    offset = 0.5 if pixel == 'center' else 0.0
+    rows = (torch.arange(height, device=device, dtype=torch.float64) + offset) * img_h / height - offset
+    cols = (torch.arange(width, device=device, dtype=torch.float64) + offset) * img_w / width - offset
+    v, u = torch.meshgrid(rows, cols, indexing='ij')
+    return torch.stack([u, v], -1).float()
+
+
+def frustum_points(cameras: Cameras, feat_size: Sequence[int], depths: torch.Tensor,
+                   pixel: PixelMode = 'corner') -> torch.Tensor:
+    """Scene-frame points of every feature cell at every depth.
+
+    Args:
+        cameras: B samples × V views; their ``image_size`` is the padded image size.
+        feat_size: (h, w) of the feature map.
+        depths: (D,) camera-frame depths, e.g. :func:`depth_bins`.
+        pixel: 'corner' (PETR) or 'center'.
+
+    Returns:
+        (B, V, h, w, D, 3) float32 points.
+    """
+    if depths.ndim != 1:
+        raise ValueError(f'depths must have shape (D,), got {tuple(depths.shape)}; use depth_map_points for a '
+                         f'(B, V, h, w) depth map')
+    height, width = feat_size
+    batch, views = cameras.num_samples, cameras.num_views
+    uv = frustum_pixels(feat_size, cameras.image_size, pixel, cameras.device)
+    num = height * width * depths.numel()
+    pixels = uv[:, :, None].expand(height, width, depths.numel(), 2).reshape(1, num, 2).expand(batch, num, 2)
+    depth = depths.to(cameras.device, torch.float32).expand(height, width, -1).reshape(1, num).expand(batch, num)
+    return cameras.unproject(pixels, depth).view(batch, views, height, width, depths.numel(), 3)
+
+
+def depth_map_points(cameras: Cameras, depth: torch.Tensor, pixel: PixelMode = 'corner') -> torch.Tensor:
+    """Scene-frame points of a (B, V, h, w) depth map (one depth per cell, as 3DPPE), -> (B, V, h, w, 3).
+
+    The cell pixels follow :func:`frustum_pixels` for the cameras' image size.
+    """
+    batch, views = cameras.num_samples, cameras.num_views
+    if depth.ndim != 4 or depth.shape[:2] != (batch, views):
+        raise ValueError(f'depth must have shape (B, V, h, w) = ({batch}, {views}, h, w) for these cameras, got '
+                         f'{tuple(depth.shape)}')
+    height, width = depth.shape[-2:]
+    uv = frustum_pixels((height, width), cameras.image_size, pixel, cameras.device).view(1, 1, -1, 2)
+    points = cameras.unproject(uv.expand(batch, views, -1, 2), depth.flatten(2))
+    return points.view(batch, views, height, width, 3)
+
+
+def normalize_points(points: torch.Tensor, position_range: Sequence[float]) -> torch.Tensor:
+    """``(p - min) / (max - min)`` per axis, ``position_range = (xmin, ymin, zmin, xmax, ymax, zmax)``.
+
+    Points inside the range map to [0, 1]; (..., 3) -> (..., 3) float32.
+    """
+    if points.shape[-1:] != (3,):
+        raise ValueError(f'points must have shape (..., 3), got {tuple(points.shape)}')
+    if len(position_range) != 6 or any(hi <= lo for lo, hi in zip(position_range[:3], position_range[3:])):
+        raise ValueError(f'position_range must be (xmin, ymin, zmin, xmax, ymax, zmax) with max > min on every '
+                         f'axis, got {position_range}')
+    low = torch.tensor(position_range[:3], dtype=torch.float32, device=points.device)
+    high = torch.tensor(position_range[3:], dtype=torch.float32, device=points.device)
+    return (points.float() - low) / (high - low)
