@@ -23,21 +23,21 @@ class HookProbe(PositionEncoding):
         self.probs_at = probs_at
         self.seen_probs: list[torch.Tensor] = []
 
-    def rotate(self, q, k, pos, layer_idx):
+    def rotate(self, q, k, pos_q, pos_k, layer_idx):
         return q.flip(-1), k.flip(-1)
 
-    def transform_v(self, v, pos, layer_idx):
+    def transform_v(self, v, pos_k, layer_idx):
         return v * 2
 
-    def logits_bias(self, q, k, pos, layer_idx):
-        n = q.shape[-2]
-        index = torch.arange(n, dtype=q.dtype)
-        return -(index[:, None] - index[None, :]).abs().expand(1, q.shape[1], n, n)
+    def logits_bias(self, q, k, pos_q, pos_k, layer_idx):
+        index_q = torch.arange(q.shape[-2], dtype=q.dtype)
+        index_k = torch.arange(k.shape[-2], dtype=q.dtype)
+        return -(index_q[:, None] - index_k[None, :]).abs().expand(1, q.shape[1], len(index_q), len(index_k))
 
     def needs_probs(self, layer_idx):
         return layer_idx in self.probs_at
 
-    def transform_out(self, out, pos, layer_idx, probs=None):
+    def transform_out(self, out, pos_q, layer_idx, probs=None, pos_k=None):
         if probs is not None:
             self.seen_probs.append(probs)
         return out - 1
@@ -90,7 +90,7 @@ def test_hooks_change_the_output_as_their_maths_says() -> None:
     x = torch.randn(2, 17, DIM)
     q, k, v = layer.qkv(x).reshape(2, 17, 3, HEADS, DIM // HEADS).permute(2, 0, 3, 1, 4).unbind(0)
     q, k, v = q.flip(-1), k.flip(-1), v * 2
-    bias = probe.logits_bias(q, k, pos, 0)
+    bias = probe.logits_bias(q, k, pos, pos, 0)
     probs = torch.softmax(q @ k.transpose(-1, -2) * layer.scale + bias, dim=-1)
     out = (probs @ v - 1).transpose(1, 2).reshape(2, 17, DIM)
     assert max_diff(layer(x, pos, probe, 0), layer.proj(out)) <= 1e-5

@@ -34,6 +34,55 @@ def test_positions_memo_builds_once_per_forward() -> None:
 
 
 def test_positions_check_explicit_coords() -> None:
-    with pytest.raises(ValueError, match='N = 12 patches'):
+    with pytest.raises(ValueError, match='has 10 rows but the sequence has 12 positioned tokens'):
         Positions((3, 4), 1, coords=torch.zeros(10, 2))
     assert not Positions((1, 2), 0, coords=torch.zeros(2, 2)).has_default_coords
+
+
+def test_positions_describe_tokens_of_any_dimension() -> None:
+    points = Positions(coords=torch.randn(2, 50, 3))
+    assert points.num_tokens == 50 and points.coord_dim == 3 and points.grid_size is None
+    queries = Positions(num_positions=7)
+    assert queries.num_tokens == 7 and queries.coord_dim is None
+    views = Positions((2, 3), 0, num_views=4)
+    assert views.num_tokens == 24
+    assert views.view_ids().tolist() == [v for v in range(4) for _ in range(6)]
+    with pytest.raises(ValueError, match='needs a grid_size, coords or num_positions'):
+        Positions()
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(coords=torch.zeros(2, 3, 4, 2)), r'coords must be \(N, D\) or \(B, N, D\); got a tensor of rank 4'),
+    (dict(coords=torch.zeros(5)), 'got a tensor of rank 1'),
+    (dict(grid_size=(2, 2), boxes=torch.zeros(1, 4, 6)), r'boxes must be \(B, 4, 7\)'),
+    (dict(grid_size=(2, 2), valid_mask=torch.ones(1, 2, 3, dtype=torch.bool)), r'valid_mask must be a bool tensor'),
+    (dict(grid_size=(2, 2), valid_mask=torch.ones(1, 2, 2)), 'got torch.float32'),
+    (dict(grid_size=(2, 2), num_views=0), 'num_views must be at least 1'),
+])
+def test_positions_refuse_wrong_shapes_with_the_fix(kwargs, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        Positions(**kwargs)
+
+
+def test_positions_refuse_cameras_of_another_view_count() -> None:
+    class TwoCameras:
+        num_views = 2
+    with pytest.raises(ValueError, match='3 views but its cameras have 2'):
+        Positions((2, 2), num_views=3, cameras=TwoCameras())
+
+
+def test_multi_view_and_point_positions_are_refused_by_grid_encodings() -> None:
+    with pytest.raises(ValueError, match='works on the 2D grid of one image; these positions describe 2 views'):
+        Positions((2, 2), num_views=2).require_grid('LookHere')
+    with pytest.raises(ValueError, match='A 2D encoding reads .row, col. coordinates; these positions have D = 3'):
+        Positions(coords=torch.zeros(4, 3)).patch_coords()
+
+
+def test_updated_positions_carry_the_next_layer_state_with_a_fresh_memo() -> None:
+    boxes = torch.zeros(1, 3, 7)
+    pos = Positions(coords=torch.zeros(1, 3, 3), boxes=boxes)
+    pos.memo('table', lambda: 1)
+    refined = pos.updated(boxes=boxes + 1)
+    assert refined.boxes[0, 0, 0] == 1 and pos.boxes[0, 0, 0] == 0
+    assert refined.memo('table', lambda: 2) == 2 and pos.memo('table', lambda: 3) == 1
+    assert refined.coords is pos.coords

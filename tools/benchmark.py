@@ -222,9 +222,9 @@ class DenseComRoPE(PositionEncoding):
         super().__init__()
         self.encoding = encoding
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        blocks = torch.linalg.matrix_exp(self.encoding.generators(pos)[layer_idx])
+        blocks = torch.linalg.matrix_exp(self.encoding.generators(pos_q)[layer_idx])
         heads, tokens, num_blocks, b, _ = blocks.shape
         dense = q.new_zeros(heads, tokens, num_blocks * b, num_blocks * b)
         for j in range(num_blocks):

@@ -76,7 +76,8 @@ def check_model(args: argparse.Namespace, model: torch.nn.Module) -> None:
                                   'for detectors (DETR configs)', 'leave out --decoder-query')
         vit = getattr(model, 'backbone', model)
         check_query('--query', args.query, vit.patch_embed.grid_size, vit.num_prefix_tokens, 'training grid')
-    depth = sum(isinstance(module, Attention) for module in model.modules())
+    depth = len(model.encoder.layers) if isinstance(model, DETR) else sum(
+        isinstance(module, Attention) for module in model.modules())
     check_indices('--layers', args.layers, depth, 'attention layers')
 
 

@@ -1,20 +1,26 @@
-"""The one attention module every encoding plugs into.
+"""The one attention module every encoding plugs into, for self- and cross-attention.
 
 It is timm's ``Attention`` (same constructor, same parameter names ``qkv``, ``q_norm``, ``k_norm``,
 ``norm``, ``proj``, so timm checkpoints load unchanged) with a forward that calls the encoding's
-hooks. The kernel is ``F.scaled_dot_product_attention``; rotations act on q/k before it and biases go
-in as its additive ``attn_mask``. The explicit ``softmax(q·kᵀ·scale + bias)`` path runs only when the
-probabilities are needed: an encoding hook asks for them (iRPE on values), they are being captured
-for visualisation, or ``fused_attn`` is off. The probabilities pass through ``attn_drop``, so timm's
-``AttentionExtract`` hooks work on the explicit path.
+hooks with the query-side and the key-side positions. Self-attention: ``attn(x, pos, encoding, layer)``
+(the same positions on both sides). Cross-attention: ``attn(x, pos, encoding, layer, memory=m, pos_k=...)``
+where the queries come from ``x`` and the keys and values from ``memory``, projected by the same fused
+``qkv`` weight (rows q | k | v, as ``torch.nn.MultiheadAttention``'s ``in_proj_weight``).
+
+The kernel is ``F.scaled_dot_product_attention``; rotations act on q/k before it, biases go in as its
+additive ``attn_mask`` and keys shared by several query heads use its ``enable_gqa``. The explicit
+``softmax(q·kᵀ·scale + bias)`` path runs only when the probabilities are needed: an encoding hook asks for
+them (iRPE on values), they are being captured for visualisation, or ``fused_attn`` is off. The
+probabilities pass through ``attn_drop``, so timm's ``AttentionExtract`` hooks work on the explicit path.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from timm.layers import Attention as TimmAttention
+from torch import nn
 
 if TYPE_CHECKING:
     from vispe.encodings.base import PositionEncoding
@@ -30,25 +36,80 @@ def additive_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor
 
 def attention_probs(q: torch.Tensor, k: torch.Tensor, scale: float,
                     bias: torch.Tensor | None = None) -> torch.Tensor:
-    """softmax(q·scale·kᵀ + bias) over keys; q, k (B, heads, N, d) -> (B, heads, N, N)."""
+    """softmax(q·scale·kᵀ + bias) over keys; q (B, heads, Nq, d), k (B, heads, Nk, d) -> (B, heads, Nq, Nk)."""
     logits = (q * scale) @ k.transpose(-2, -1)
     if bias is not None:
         logits = logits + bias
     return logits.softmax(dim=-1)
 
 
-class Attention(TimmAttention):
-    """Multi-head self-attention with position-encoding hooks (timm ``Attention`` subclass).
+def _repeat_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(B, kv_heads, N, d) -> (B, num_heads, N, d), each key head serving num_heads / kv_heads query heads."""
+    return x if x.shape[1] == num_heads else x.repeat_interleave(num_heads // x.shape[1], dim=1)
 
-    Shapes: x (B, N, C) -> (B, N, C), N = prefix tokens + patches.
+
+class Attention(TimmAttention):
+    """Multi-head self- or cross-attention with position-encoding hooks (timm ``Attention`` subclass).
+
+    Shapes: x (B, Nq, C) [, memory (B, Nk, C)] -> (B, Nq, C); in self-attention Nk = Nq.
+
+    Args:
+        num_kv_heads: heads of the keys and values (default ``num_heads``); fewer key heads are shared by
+            groups of query heads (multi-query attention with 1, as V-DETR's decoder). The fused ``qkv``
+            weight then has ``(num_heads + 2·num_kv_heads)·head_dim`` rows. Other arguments are timm's.
 
     Attributes:
         capture_probs: store the probabilities of the next forwards in ``attn_probs``
-            (B, heads, N, N); off by default, and then nothing is materialised.
+            (B, heads, Nq, Nk); off by default, and then nothing is materialised.
     """
 
     capture_probs: bool = False
     attn_probs: torch.Tensor | None = None
+    num_kv_heads: int | None = None
+
+    def __init__(self, dim: int, num_heads: int = 8, *args: Any, num_kv_heads: int | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(dim, num_heads, *args, **kwargs)
+        if num_kv_heads is not None and num_kv_heads != num_heads:
+            if num_kv_heads < 1 or num_heads % num_kv_heads:
+                raise ValueError(f'num_kv_heads must divide num_heads {num_heads} (each key head serves a group of '
+                                 f'query heads); got {num_kv_heads}.')
+            self.num_kv_heads = num_kv_heads
+            old = self.qkv
+            self.qkv = nn.Linear(dim, (num_heads + 2 * num_kv_heads) * self.head_dim, bias=old.bias is not None,
+                                 device=old.weight.device, dtype=old.weight.dtype)
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the keys (and of the values): kv_heads · head_dim."""
+        return (self.num_kv_heads or self.num_heads) * self.head_dim
+
+    def _split(self, x: torch.Tensor, heads: int) -> torch.Tensor:
+        return x.unflatten(-1, (heads, self.head_dim)).transpose(1, 2)
+
+    def project(self, x: torch.Tensor, memory: torch.Tensor | None, q_embed: torch.Tensor | None,
+                k_embed: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q (B, heads, Nq, d), k and v (B, kv_heads, Nk, d). The embeddings are added to the inputs of the
+        query and key projections only (DETR's positions), never to the values."""
+        kv_heads = self.num_kv_heads or self.num_heads
+        q_rows, kv_rows = self.attn_dim, self.kv_dim
+        weight, bias = self.qkv.weight, self.qkv.bias
+        if memory is None and kv_heads == self.num_heads and k_embed is q_embed:
+            B, N, _ = x.shape
+            qkv = self.qkv(x)
+            if q_embed is not None:
+                qkv = qkv + F.pad(F.linear(q_embed.to(x.dtype), weight[:2 * q_rows]), (0, q_rows))
+            q, k, v = qkv.reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+            return q, k, v
+        source = x if memory is None else memory
+        q_bias, k_bias, v_bias = (None, None, None) if bias is None else bias.split([q_rows, kv_rows, kv_rows])
+        q_weight, k_weight, v_weight = weight.split([q_rows, kv_rows, kv_rows])
+        q_input = x if q_embed is None else x + q_embed.to(x.dtype)
+        k_input = source if k_embed is None else source + k_embed.to(source.dtype)
+        q = self._split(F.linear(q_input, q_weight, q_bias), self.num_heads)
+        k = self._split(F.linear(k_input, k_weight, k_bias), kv_heads)
+        v = self._split(F.linear(source, v_weight, v_bias), kv_heads)
+        return q, k, v
 
     def forward(
             self,
@@ -57,35 +118,42 @@ class Attention(TimmAttention):
             encoding: PositionEncoding | None = None,
             layer_idx: int = 0,
             attn_mask: torch.Tensor | None = None,
-            qk_embed: torch.Tensor | None = None,
+            q_embed: torch.Tensor | None = None,
+            *,
+            memory: torch.Tensor | None = None,
+            pos_k: Positions | None = None,
+            k_embed: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Args:
-            x: (B, N, C) tokens.
-            pos: positions of this forward (required when ``encoding`` is given).
-            encoding: the model's encoding; its hooks run on q, k, v, the logits and the output.
-            layer_idx: index of the block, for per-layer encodings.
-            attn_mask: optional extra mask, bool (True = attend) or additive float,
-                broadcastable to (B, heads, N, N).
-            qk_embed: optional (B|1, N, C) added to the input of the query and key projections only,
-                not of the values (DETR adds its position embedding this way in every layer).
+            x: (B, Nq, C) tokens of the queries (and of the keys and values in self-attention).
+            pos: the queries' positions (required when ``encoding`` is given).
+            encoding: the encoding; its hooks run on q, k, v, the logits and the output.
+            layer_idx: index of the layer, for per-layer encodings.
+            attn_mask: optional extra mask, bool (True = attend) or additive float, broadcastable to
+                (B, heads, Nq, Nk).
+            q_embed: optional (B|1, Nq, C) added to the input of the query projection (and, in
+                self-attention without ``k_embed``, of the key projection), never to the values (DETR adds
+                its position embedding this way in every layer).
+            memory: (B, Nk, C) tokens of the keys and values: cross-attention. None: self-attention.
+            pos_k: the keys' positions in cross-attention (default: ``pos``).
+            k_embed: optional (B|1, Nk, C) added to the input of the key projection.
         """
-        B, N, _ = x.shape
+        B, Nq, _ = x.shape
+        if memory is None and k_embed is None:
+            k_embed = q_embed
+        pos_k = pos if pos_k is None else pos_k
         gate = self.gate(x).sigmoid() if self.gate is not None else None
-        qkv = self.qkv(x)
-        if qk_embed is not None:
-            query_key = F.linear(qk_embed.to(x.dtype), self.qkv.weight[:2 * self.attn_dim])
-            qkv = qkv + F.pad(query_key, (0, self.attn_dim))
-        q, k, v = qkv.reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = self.project(x, memory, q_embed, k_embed)
         q, k = self.q_norm(q), self.k_norm(k)
 
         hooks = encoding.active_hooks if encoding is not None else frozenset()
         if 'rotate' in hooks:
-            q, k = encoding.rotate(q, k, pos, layer_idx)
+            q, k = encoding.rotate(q, k, pos, pos_k, layer_idx)
         if 'transform_v' in hooks:
-            v = encoding.transform_v(v, pos, layer_idx)
+            v = encoding.transform_v(v, pos_k, layer_idx)
         bias = additive_mask(attn_mask, q.dtype)
         if 'logits_bias' in hooks:
-            encoding_bias = encoding.logits_bias(q, k, pos, layer_idx)
+            encoding_bias = encoding.logits_bias(q, k, pos, pos_k, layer_idx)
             if encoding_bias is not None:
                 bias = encoding_bias if bias is None else bias + encoding_bias
         if bias is not None:
@@ -94,18 +162,20 @@ class Attention(TimmAttention):
 
         probs = None
         if self.capture_probs or hook_needs_probs or not self.fused_attn:
+            k, v = _repeat_heads(k, self.num_heads), _repeat_heads(v, self.num_heads)
             probs = attention_probs(q, k, self.scale, bias)
             if self.capture_probs:
                 self.attn_probs = probs.detach()
             probs = self.attn_drop(probs)
             out = probs @ v
         else:
+            shared = k.shape[1] != self.num_heads
             out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=bias, dropout_p=self.attn_drop.p if self.training else 0.)
+                q, k, v, attn_mask=bias, dropout_p=self.attn_drop.p if self.training else 0., enable_gqa=shared)
         if 'transform_out' in hooks:
-            out = encoding.transform_out(out, pos, layer_idx, probs)
+            out = encoding.transform_out(out, pos, layer_idx, probs, pos_k)
 
-        out = out.transpose(1, 2).reshape(B, N, self.attn_dim)
+        out = out.transpose(1, 2).reshape(B, Nq, self.attn_dim)
         out = self.norm(out)
         if gate is not None:
             out = out * gate

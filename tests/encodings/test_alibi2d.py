@@ -11,7 +11,8 @@ from vispe.geometry import Positions
 
 def test_closed_form_on_a_small_grid() -> None:
     encoding = ALiBi2D(num_heads=2, num_prefix_tokens=1)
-    bias = encoding.logits_bias(None, None, Positions((2, 3), 1), 0)
+    pos = Positions((2, 3), 1)
+    bias = encoding.logits_bias(None, None, pos, pos, 0)
     assert bias.shape == (1, 2, 7, 7)
     slopes = [2 ** -4, 2 ** -8]
     # token 1 = (0, 0), token 6 = (1, 2): distance sqrt(5)

@@ -30,7 +30,7 @@ def test_blockwise_rotation_equals_dense_matrix_exp(variant, block_size) -> None
     pos = Positions((3, 4), 1)
     q, k = torch.randn(2, 3, 13, 16), torch.randn(2, 3, 13, 16)
     for layer in range(2):
-        rotated_q, rotated_k = encoding.rotate(q, k, pos, layer)
+        rotated_q, rotated_k = encoding.rotate(q, k, pos, pos, layer)
         dense = dense_rotation(encoding, encoding.positions(pos), layer)
         assert (rotated_q - (dense @ q.unsqueeze(-1)).squeeze(-1)).abs().max() <= 1e-5
         assert (rotated_k - (dense @ k.unsqueeze(-1)).squeeze(-1)).abs().max() <= 1e-5
@@ -53,7 +53,8 @@ def test_positions_are_normalised_and_the_cls_token_sits_at_the_centre() -> None
     assert torch.allclose(positions[1], torch.tensor([0.25, 0.125]))
     assert torch.allclose(positions[-1], torch.tensor([0.75, 0.875]))
     q = torch.randn(1, 3, 9, 16)
-    rotated, _ = encoding.rotate(q, q, Positions((2, 4), 1), 0)
+    pos = Positions((2, 4), 1)
+    rotated, _ = encoding.rotate(q, q, pos, pos, 0)
     assert not torch.allclose(rotated[:, :, 0], q[:, :, 0])
 
 

@@ -52,7 +52,8 @@ def test_product_buckets_by_hand() -> None:
 def test_bias_is_translation_invariant(method) -> None:
     encoding = build(method=method, mode='bias', on='k', shared_head=False, num_prefix_tokens=0)
     grid = (6, 7)
-    bias = encoding.logits_bias(None, None, Positions(grid, 0), 0)[0]
+    pos = Positions(grid, 0)
+    bias = encoding.logits_bias(None, None, pos, pos, 0)[0]
     offsets = relative_offsets(grid)
     flat_offsets = (offsets[..., 0] * 100 + offsets[..., 1]).flatten()
     flat_bias = bias.flatten(1)
@@ -66,7 +67,7 @@ def test_q_side_uses_the_reversed_offset() -> None:
     pos = Positions((3, 4), 0)
     ids = encoding.bucket_ids(pos)[0]
     table = encoding.lookup_q[0, 0, 0]
-    bias = encoding.logits_bias(None, None, pos, 0)[0, 0]
+    bias = encoding.logits_bias(None, None, pos, pos, 0)[0, 0]
     assert torch.equal(bias, table[ids.T])
     assert not torch.equal(bias, table[ids])
 
@@ -79,7 +80,7 @@ def test_contextual_terms_equal_their_definitions() -> None:
     r_k, r_q, r_v = encoding.lookup_k[0, 0, 0], encoding.lookup_q[0, 0, 0], encoding.lookup_v[0, 0, 0]
     s = 8 ** -0.5
     expected = torch.einsum('bhid,dij->bhij', q * s, r_k[:, ids]) + torch.einsum('bhjd,dji->bhij', k * s, r_q[:, ids])
-    assert max_diff(encoding.logits_bias(q, k, pos, 0), expected) <= 1e-5
+    assert max_diff(encoding.logits_bias(q, k, pos, pos, 0), expected) <= 1e-5
     probs = torch.softmax(torch.randn(2, 2, 10, 10), -1)
     out = torch.randn(2, 2, 10, 8)
     expected_v = out + torch.einsum('bhij,ijd->bhid', probs, r_v[ids])

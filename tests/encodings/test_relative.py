@@ -25,7 +25,7 @@ def logits_at(encoding: vispe.PositionEncoding, coords: torch.Tensor) -> torch.T
     encoding.prepare(pos)
     x = encoding.embed(x, pos)
     q, k = projection(x).reshape(1, 12, 2, HEADS, HEAD_DIM).permute(2, 0, 3, 1, 4).unbind(0)
-    q, k = encoding.rotate(q, k, pos, 0)
+    q, k = encoding.rotate(q, k, pos, pos, 0)
     return q @ k.transpose(-1, -2)
 
 

@@ -28,7 +28,7 @@ def test_pairs_are_interleaved_and_prefix_is_not_rotated() -> None:
     encoding = RoPEAxial(head_dim=4, theta=100.0)
     pos = Positions((1, 2), 1)
     q = torch.tensor([1.0, 0.0, 1.0, 0.0]).expand(1, 1, 3, 4)
-    rotated, _ = encoding.rotate(q, q, pos, 0)
+    rotated, _ = encoding.rotate(q, q, pos, pos, 0)
     assert torch.equal(rotated[0, 0, 0], q[0, 0, 0])
     # token (row 0, col 1): pair 0 turns by t_x·1 = 1 rad, pair 1 (y) by 0
     assert torch.allclose(rotated[0, 0, 2], torch.tensor([math.cos(1), math.sin(1), 1.0, 0.0]), atol=1e-6)
@@ -97,11 +97,12 @@ def test_angles_stay_float32_under_bf16_autocast(cfg) -> None:
     images = torch.randn(1, 3, 56, 56)
     reference = rotation_table(vit.encoding, vit.positions(images))
     q = torch.randn(1, 4, 197, 16) * 4
-    expected, _ = vit.encoding.rotate(q, q, vit.positions(images), 0)
+    plain = vit.positions(images)
+    expected, _ = vit.encoding.rotate(q, q, plain, plain, 0)
     with torch.autocast('cpu', dtype=torch.bfloat16):
         pos = vit.positions(images)
         table = rotation_table(vit.encoding, pos)
-        rotated, _ = vit.encoding.rotate(q.bfloat16(), q.bfloat16(), pos, 0)
+        rotated, _ = vit.encoding.rotate(q.bfloat16(), q.bfloat16(), pos, pos, 0)
         output = vit(images)
     assert table.dtype == reference.dtype and table.dtype in (torch.complex64, torch.float32)
     assert torch.equal(table, reference)

@@ -250,7 +250,8 @@ def attention_logits(encoding: RoPEAxial, grid: tuple[int, int] = (4, 4)) -> tor
     generator = torch.Generator().manual_seed(0)
     q = torch.randn(1, 2, 1 + grid[0] * grid[1], 8, generator=generator)
     k = torch.randn(1, 2, 1 + grid[0] * grid[1], 8, generator=generator)
-    q, k = encoding.rotate(q, k, Positions(grid, 1), 0)
+    pos = Positions(grid, 1)
+    q, k = encoding.rotate(q, k, pos, pos, 0)
     return q @ k.transpose(-1, -2)
 
 
@@ -330,7 +331,8 @@ class Logits(nn.Module):
         self.encoding = encoding
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        q, k = self.encoding.rotate(q, k, Positions((4, 4), 1), 0)
+        pos = Positions((4, 4), 1)
+        q, k = self.encoding.rotate(q, k, pos, pos, 0)
         return q @ k.transpose(-1, -2)
 
 

@@ -7,7 +7,7 @@ import torch
 
 from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, model_facts
-from vispe.geometry import Positions, pad_prefix, relative_offsets
+from vispe.geometry import Positions, pad_prefix, pairwise_offsets, relative_offsets
 from vispe.registry import ENCODINGS
 
 
@@ -23,13 +23,14 @@ class ALiBi2D(PositionEncoding):
     is built once per forward from a distance table cached per grid.
 
     ``distance_scale`` is the test-time option: e.g. train_grid / test_grid keeps the penalty per
-    image fraction constant at a larger resolution.
+    image fraction constant at a larger resolution. In cross-attention (or with explicit coordinates)
+    the distance is between the query's and the key's coordinates, computed per forward.
 
     Args:
         num_heads, num_prefix_tokens: from the model.
         distance_scale: factor on the distances.
 
-    Shapes: logits_bias -> (1, heads, L, L).
+    Shapes: logits_bias -> (1, heads, L, L) in self-attention on the grid, else (B|1, heads, Lq, Lk).
     """
 
     family: ClassVar[str] = 'bias'
@@ -65,12 +66,24 @@ class ALiBi2D(PositionEncoding):
             return (self.distances(pos) * coef[:, None, None]).unsqueeze(0)
         return pos.memo(('alibi2d', id(self), self.distance_scale), build)
 
-    def prepare(self, pos: Positions) -> None:
-        self.bias(pos)
+    def cross_bias(self, pos_q: Positions, pos_k: Positions) -> torch.Tensor:
+        """(B|1, heads, Lq, Lk) between the coordinates of two token sets, 0 on prefix rows and columns."""
+        def build() -> torch.Tensor:
+            distance = pairwise_offsets(pos_q.patch_coords(), pos_k.patch_coords()).square().sum(-1).sqrt()
+            coef = -self.distance_scale * self.slopes.to(distance.device)
+            bias = distance[:, None] * coef[:, None, None]
+            return pad_prefix(bias, pos_q.num_prefix_tokens, 0.0, pos_k.num_prefix_tokens)
+        return pos_q.memo(('alibi2d', id(self), id(pos_k), self.distance_scale), build)
 
-    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+    def prepare(self, pos: Positions) -> None:
+        if pos.has_default_coords:
+            self.bias(pos)
+
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                     layer_idx: int) -> torch.Tensor | None:
-        return self.bias(pos)
+        if pos_q is pos_k and pos_q.has_default_coords:
+            return self.bias(pos_q)
+        return self.cross_bias(pos_q, pos_k)
 
     def extra_repr(self) -> str:
         return f'heads={len(self.slopes)}, distance_scale={self.distance_scale}'

@@ -2,16 +2,18 @@
 
 An encoding touches a transformer at a few named points and implements only those it needs::
 
-    prepare(pos)                               once per forward: tables into pos.memo
-    x = embed(x, pos)                          tokens after patch embedding (prefix tokens first)
-    q, k = rotate(q, k, pos, layer)            per layer, (B, heads, N, head_dim)
-    v = transform_v(v, pos, layer)
-    bias = logits_bias(q, k, pos, layer)       additive logits, (B|1, heads, N, N) or None
-    o = attention(q, k, v, bias)               SDPA unless probabilities are needed
-    o = transform_out(o, pos, layer, probs)    probs only when needs_probs(layer)
-    x = between_blocks(x, pos, layer)          after block ``layer``
+    prepare(pos)                                     once per forward and token set: tables into pos.memo
+    x = embed(x, pos)                                tokens (prefix tokens first)
+    q, k = rotate(q, k, pos_q, pos_k, layer)         per layer, q (B, heads, Nq, d), k (B, heads|1, Nk, d)
+    v = transform_v(v, pos_k, layer)
+    bias = logits_bias(q, k, pos_q, pos_k, layer)    additive logits, (B|1, heads|1, Nq, Nk) or None
+    o = attention(q, k, v, bias)                     SDPA unless probabilities are needed
+    o = transform_out(o, pos_q, layer, probs, pos_k) probs only when needs_probs(layer)
+    x = between_blocks(x, pos, layer)                after block ``layer``
 
-``pos`` is the :class:`~vispe.geometry.Positions` of the forward pass.
+``pos_q`` and ``pos_k`` are the :class:`~vispe.geometry.Positions` of the queries' and the keys' tokens; in
+self-attention they are the same object (``pos_q is pos_k``), in cross-attention (a detector's decoder)
+they differ. ``embed`` and ``between_blocks`` act on one token set.
 
 Options are declared once per class (``options``, see :mod:`vispe.encodings.options`) and checked when
 an encoding is constructed and when a test-time option is set on a built encoding.
@@ -24,6 +26,7 @@ from collections import OrderedDict
 from typing import Any, Callable, ClassVar, Hashable, Sequence
 
 import torch
+import torch.fx
 from torch import nn
 
 from vispe.encodings.options import (Option, OptionTypeError, check_test_time_option, closest_suggestion,
@@ -31,6 +34,14 @@ from vispe.encodings.options import (Option, OptionTypeError, check_test_time_op
 from vispe.geometry import Positions
 
 HOOK_NAMES = ('embed', 'rotate', 'transform_v', 'logits_bias', 'transform_out', 'between_blocks')
+# Positional parameters (after self) of each hook, and of the hooks that took one ``pos`` before vispe 0.2.
+HOOK_SIGNATURES = {
+    'rotate': ('q', 'k', 'pos_q', 'pos_k', 'layer_idx'),
+    'logits_bias': ('q', 'k', 'pos_q', 'pos_k', 'layer_idx'),
+    'transform_v': ('v', 'pos_k', 'layer_idx'),
+    'transform_out': ('out', 'pos_q', 'layer_idx', 'probs', 'pos_k'),
+}
+ONE_POSITION_HOOKS = {'rotate': 4, 'logits_bias': 4, 'transform_out': 4}
 
 # Instance-dict flags: inside the outermost constructor; construction finished (assignments checked).
 _CONSTRUCTING = '_options_constructing'
@@ -60,6 +71,25 @@ def _checked_arguments(cls: type[PositionEncoding], signature: inspect.Signature
         elif name in cls.options:
             bound.arguments[name] = cls.options[name].check(cls.__name__, name, bound.arguments[name])
     return bound.args[1:], bound.kwargs
+
+
+def _refuse_one_position_hooks(cls: type) -> None:
+    """A hook written against the one-``pos`` signatures (before vispe 0.2) gets a TypeError at class
+    definition that names the new signature, rather than wrong positions at the first forward."""
+    for hook, old_count in ONE_POSITION_HOOKS.items():
+        method = cls.__dict__.get(hook)
+        if method is None:
+            continue
+        parameters = list(inspect.signature(method).parameters.values())[1:]
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+            continue
+        positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(positional) == old_count:
+            names = ', '.join(p.name for p in positional)
+            new = ', '.join(HOOK_SIGNATURES[hook])
+            raise TypeError(f'{cls.__name__}.{hook}(self, {names}) has the one-position signature of vispe < 0.2. '
+                            f'Hooks now receive the query-side and the key-side positions: write '
+                            f'{hook}(self, {new}); in self-attention pos_q is pos_k (see docs/architecture.md).')
 
 
 def _checking_constructor(init: Callable[..., None]) -> Callable[..., None]:
@@ -113,6 +143,7 @@ class PositionEncoding(nn.Module):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        _refuse_one_position_hooks(cls)
         init = cls.__dict__.get('__init__')
         if init is not None and not getattr(init, 'checks_options', False):
             cls.__init__ = _checking_constructor(init)
@@ -157,24 +188,25 @@ class PositionEncoding(nn.Module):
         """Mix position into tokens. ``x``: (B, prefix + h·w, C) -> same shape."""
         return x
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Transform queries and keys, each (B, heads, N, head_dim)."""
+        """Transform queries (B, heads, Nq, d) by their positions and keys (B, heads|1, Nk, d) by theirs."""
         return q, k
 
-    def transform_v(self, v: torch.Tensor, pos: Positions, layer_idx: int) -> torch.Tensor:
-        """Transform values, (B, heads, N, head_dim)."""
+    def transform_v(self, v: torch.Tensor, pos_k: Positions, layer_idx: int) -> torch.Tensor:
+        """Transform values (B, heads|1, Nk, d) by the keys' positions."""
         return v
 
-    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                     layer_idx: int) -> torch.Tensor | None:
-        """Additive attention logits, (B|1, heads, N, N), or None."""
+        """Additive attention logits, (B|1, heads|1, Nq, Nk), or None."""
         return None
 
-    def transform_out(self, out: torch.Tensor, pos: Positions, layer_idx: int,
-                      probs: torch.Tensor | None = None) -> torch.Tensor:
-        """Transform the attention output (B, heads, N, head_dim); ``probs`` (B, heads, N, N), after
-        attention dropout, is given when :meth:`needs_probs` is True for this layer."""
+    def transform_out(self, out: torch.Tensor, pos_q: Positions, layer_idx: int,
+                      probs: torch.Tensor | None = None, pos_k: Positions | None = None) -> torch.Tensor:
+        """Transform the attention output (B, heads, Nq, d) by the queries' positions; ``probs``
+        (B, heads, Nq, Nk), after attention dropout, is given when :meth:`needs_probs` is True for this layer,
+        with ``pos_k``, the positions of the keys it runs over."""
         return out
 
     def between_blocks(self, x: torch.Tensor, pos: Positions, layer_idx: int) -> torch.Tensor:
@@ -190,9 +222,10 @@ class PositionEncoding(nn.Module):
         return set()
 
     def check_sequence(self, pos: Positions, num_prefix_tokens: int, integer_grid: bool = True) -> None:
-        """Refuse positions this encoding was not built for: another prefix-token count, or explicit
-        coordinates when its tables index the integer grid."""
+        """Refuse positions this encoding was not built for: no single-image grid, another prefix-token count,
+        or explicit coordinates when its tables index the integer grid."""
         name = type(self).__name__
+        pos.require_grid(name)
         if pos.num_prefix_tokens != num_prefix_tokens:
             raise ValueError(f'{name} was built for {num_prefix_tokens} prefix tokens; the sequence has '
                              f'{pos.num_prefix_tokens}. Build it with num_prefix_tokens={pos.num_prefix_tokens}.')
@@ -240,30 +273,30 @@ class EncodingStack(PositionEncoding):
             x = encoding.embed(x, pos)
         return x
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         for encoding in self._with('rotate'):
-            q, k = encoding.rotate(q, k, pos, layer_idx)
+            q, k = encoding.rotate(q, k, pos_q, pos_k, layer_idx)
         return q, k
 
-    def transform_v(self, v: torch.Tensor, pos: Positions, layer_idx: int) -> torch.Tensor:
+    def transform_v(self, v: torch.Tensor, pos_k: Positions, layer_idx: int) -> torch.Tensor:
         for encoding in self._with('transform_v'):
-            v = encoding.transform_v(v, pos, layer_idx)
+            v = encoding.transform_v(v, pos_k, layer_idx)
         return v
 
-    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                     layer_idx: int) -> torch.Tensor | None:
         total = None
         for encoding in self._with('logits_bias'):
-            bias = encoding.logits_bias(q, k, pos, layer_idx)
+            bias = encoding.logits_bias(q, k, pos_q, pos_k, layer_idx)
             if bias is not None:
                 total = bias if total is None else total + bias
         return total
 
-    def transform_out(self, out: torch.Tensor, pos: Positions, layer_idx: int,
-                      probs: torch.Tensor | None = None) -> torch.Tensor:
+    def transform_out(self, out: torch.Tensor, pos_q: Positions, layer_idx: int,
+                      probs: torch.Tensor | None = None, pos_k: Positions | None = None) -> torch.Tensor:
         for encoding in self._with('transform_out'):
-            out = encoding.transform_out(out, pos, layer_idx, probs)
+            out = encoding.transform_out(out, pos_q, layer_idx, probs, pos_k)
         return out
 
     def between_blocks(self, x: torch.Tensor, pos: Positions, layer_idx: int) -> torch.Tensor:
@@ -291,6 +324,10 @@ class TableCache:
         self.builds = 0
 
     def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The table under ``key``, built on a miss. While torch.compile, torch.export or torch.fx trace a
+        model the table is built in the traced code instead, so the graph holds no state from outside."""
+        if torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_symbolic_tracing():
+            return build()
         if key in self._tables:
             self._tables.move_to_end(key)
             return self._tables[key]

@@ -35,7 +35,8 @@ class ComRoPE(PositionEncoding):
     interpolates inside (0, 1); prefix tokens sit at (cls_position, cls_position), the image centre,
     and are rotated. Training perturbation (off by default; the paper's Table 1 uses 1): each patch
     position moves by clamp(N(0, 1)·intensity/2, ±1/2) patch units before normalisation. The
-    reference scales q before rotating; rotation is linear, so scaling inside SDPA is the same.
+    reference scales q before rotating; rotation is linear, so scaling inside SDPA is the same. In
+    cross-attention the queries' coordinates are normalised by the keys' grid.
 
     Args:
         head_dim: d, divisible by ``block_size`` (and by 2·block_size for AP).
@@ -86,13 +87,18 @@ class ComRoPE(PositionEncoding):
         else:
             self.register_buffer('axis_of_block', torch.arange(num_blocks) % 2, persistent=False)
 
-    def positions(self, pos: Positions) -> torch.Tensor:
-        """(prefix + N, 2) or (B, prefix + N, 2) normalised (row, col) positions of all tokens."""
+    def positions(self, pos: Positions, extent_of: Positions | None = None) -> torch.Tensor:
+        """(prefix + N, 2) or (B, prefix + N, 2) normalised (row, col) positions of all tokens of ``pos``,
+        normalised by the grid of ``extent_of`` (default ``pos``; a decoder's queries use the keys' grid)."""
+        extent_of = pos if extent_of is None else extent_of
         coords = pos.patch_coords().float()
         if self.training and self.perturbation > 0:
             coords = coords + (torch.randn_like(coords) * self.perturbation * 0.5).clamp(-0.5, 0.5)
-        sizes = pos.real_grid_sizes()
-        extent = coords.new_tensor(pos.grid_size) if sizes is None else sizes[:, None, :].to(coords.dtype)
+        sizes = extent_of.real_grid_sizes()
+        if sizes is None:
+            extent = coords.new_tensor(extent_of.require_grid('ComRoPE'))
+        else:
+            extent = sizes[:, None, :].to(coords.dtype)
         normalised = (coords + 0.5) / extent
         prefix = normalised.new_full((*normalised.shape[:-2], pos.num_prefix_tokens, 2), self.cls_position)
         return torch.cat([prefix, normalised], dim=-2)
@@ -111,33 +117,36 @@ class ComRoPE(PositionEncoding):
         rows, cols = positions[..., 0:1], positions[..., 1:2]
         return rows * theta[:, 0] + cols * theta[:, 1]
 
-    def generators(self, pos: Positions) -> torch.Tensor:
+    def generators(self, pos: Positions, extent_of: Positions | None = None) -> torch.Tensor:
         """Σ_a p_a A_a per block: (depth, [B,] heads, N, d/b, b, b)."""
-        scalars = self.block_scalars(self.positions(pos)).unsqueeze(-3)
+        scalars = self.block_scalars(self.positions(pos, extent_of)).unsqueeze(-3)
         skew = self.skew().float()
         if scalars.ndim == 5:
             skew = skew.unsqueeze(1)
         return scalars[..., None, None] * skew.unsqueeze(-4)
 
-    def build_table(self, pos: Positions) -> torch.Tensor:
+    def build_table(self, pos: Positions, extent_of: Positions | None = None) -> torch.Tensor:
         """The per-forward rotations of every layer.
 
         b = 2: complex (depth, [B,] heads, N, d/2); b > 2: real (depth, [B,] heads, N, d/b, b, b).
         """
         if self.block_size == 2:
-            scalars = self.block_scalars(self.positions(pos)).unsqueeze(-3)
+            scalars = self.block_scalars(self.positions(pos, extent_of)).unsqueeze(-3)
             skew = self.skew().float()
             rates = skew[..., 1, 0]
             if scalars.ndim == 5:
                 rates = rates.unsqueeze(1)
             return angles_to_cis(scalars * rates.unsqueeze(-2))
-        return torch.linalg.matrix_exp(self.generators(pos))
+        return torch.linalg.matrix_exp(self.generators(pos, extent_of))
 
     def prepare(self, pos: Positions) -> None:
         self.table(pos)
 
-    def table(self, pos: Positions) -> torch.Tensor:
-        return pos.memo(('comrope', id(self)), lambda: self.build_table(pos))
+    def table(self, pos: Positions, extent_of: Positions | None = None) -> torch.Tensor:
+        """This forward's table of ``pos`` (normalised by the grid of ``extent_of``, default ``pos``)."""
+        if extent_of is None or extent_of is pos:
+            return pos.memo(('comrope', id(self)), lambda: self.build_table(pos))
+        return pos.memo(('comrope', id(self), id(extent_of)), lambda: self.build_table(pos, extent_of))
 
     def apply_rotation(self, x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
         """Rotate x (B, heads, N, d) by one layer's table."""
@@ -146,12 +155,13 @@ class ComRoPE(PositionEncoding):
         blocks = x.float().unflatten(-1, (-1, self.block_size))
         return torch.einsum('...kab,...kb->...ka', rotation, blocks).flatten(-2).to(x.dtype)
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         if layer_idx >= self.depth:
             raise IndexError(f'ComRoPE has generators for {self.depth} layers; layer {layer_idx} asked.')
-        rotation = self.table(pos)[layer_idx]
-        return self.apply_rotation(q, rotation), self.apply_rotation(k, rotation)
+        rotation_q = self.table(pos_q, pos_k)[layer_idx]
+        rotation_k = rotation_q if pos_k is pos_q else self.table(pos_k)[layer_idx]
+        return self.apply_rotation(q, rotation_q), self.apply_rotation(k, rotation_k)
 
     def no_weight_decay(self) -> set[str]:
         return {'freqs', 'multiplier'} if self.variant == 'LD' else {'freqs'}

@@ -9,7 +9,7 @@ from torch import nn
 
 from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, model_facts
-from vispe.geometry import Positions, pad_prefix, relative_offsets
+from vispe.geometry import Positions, pad_prefix, pairwise_offsets, relative_offsets
 from vispe.registry import ENCODINGS
 
 METHOD_ALIASES = {'euclidean': 'euclidean', 'euc': 'euclidean', 'quant': 'quant', 'cross': 'cross',
@@ -37,14 +37,12 @@ def num_buckets(method: str, ratio: float, num_prefix_tokens: int) -> int:
     return (side * side if method == 'product' else side) + (1 if num_prefix_tokens > 0 else 0)
 
 
-def bucket_ids(method: str, grid_size: tuple[int, int], ratio: float, num_prefix_tokens: int,
-               device: torch.device | str | None = None) -> torch.Tensor:
-    """Bucket of every (query, key) pair, (A, prefix + N, prefix + N) int64, A = 2 for cross (rows,
-    cols) else 1. Offsets are query − key; every pair involving a prefix token uses the last bucket."""
+def offset_buckets(method: str, offsets: torch.Tensor, ratio: float) -> torch.Tensor:
+    """Bucket of every offset (..., 2) = query − key (row, col), integer or real: (A, ...) int64, A = 2 for
+    cross (rows, cols) else 1. Real offsets are rounded as the reference rounds its distances."""
     alpha, beta, gamma = ratio, 2 * ratio, 8 * ratio
     beta_int = int(beta)
-    diff = relative_offsets(grid_size, device=device)
-    rows, cols = diff[..., 0], diff[..., 1]
+    rows, cols = offsets[..., 0], offsets[..., 1]
     if method == 'product':
         ids = [(piecewise_index(rows, alpha, beta, gamma) + beta_int) * (2 * beta_int + 1)
                + piecewise_index(cols, alpha, beta, gamma) + beta_int]
@@ -55,8 +53,16 @@ def bucket_ids(method: str, grid_size: tuple[int, int], ratio: float, num_prefix
         ids = [piecewise_index(rows.square() + cols.square(), alpha, beta, gamma) + beta_int]
     else:
         ids = [piecewise_index(rows, alpha, beta, gamma) + beta_int, piecewise_index(cols, alpha, beta, gamma) + beta_int]
+    return torch.stack(ids)
+
+
+def bucket_ids(method: str, grid_size: tuple[int, int], ratio: float, num_prefix_tokens: int,
+               device: torch.device | str | None = None) -> torch.Tensor:
+    """Bucket of every (query, key) pair, (A, prefix + N, prefix + N) int64, A = 2 for cross (rows,
+    cols) else 1. Offsets are query − key; every pair involving a prefix token uses the last bucket."""
+    ids = offset_buckets(method, relative_offsets(grid_size, device=device), ratio)
     extra = num_buckets(method, ratio, num_prefix_tokens) - 1
-    return pad_prefix(torch.stack(ids), num_prefix_tokens, value=extra)
+    return pad_prefix(ids, num_prefix_tokens, value=extra)
 
 
 @ENCODINGS.register_module()
@@ -150,29 +156,50 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
         return self._cache.get(key, lambda: bucket_ids(self.method, pos.grid_size, self.ratio,
                                                        self.num_prefix_tokens, pos.device))
 
+    def pair_ids(self, pos_q: Positions, pos_k: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Buckets of query − key, (A, B'|1, Lq, Lk), and of key − query, (A, B'|1, Lk, Lq) (the q-side tables
+        read the reversed offset). Self-attention on the grid: the cached grid table for both; otherwise built
+        once per forward from the coordinates (cross-attention, explicit coordinates)."""
+        if pos_q is pos_k and pos_q.has_default_coords:
+            ids = self.bucket_ids(pos_q).unsqueeze(1)
+            return ids, ids
+
+        def build() -> tuple[torch.Tensor, torch.Tensor]:
+            if self.num_prefix_tokens == 0 and (pos_q.num_prefix_tokens or pos_k.num_prefix_tokens):
+                raise ValueError('iRPE was built without a prefix-token bucket (num_prefix_tokens=0) but the '
+                                 'sequences have prefix tokens; build it with the model\'s num_prefix_tokens.')
+            coords_q, coords_k = pos_q.patch_coords(), pos_k.patch_coords()
+            extra = self.num_buckets - 1
+            forward = offset_buckets(self.method, pairwise_offsets(coords_q, coords_k), self.ratio)
+            backward = offset_buckets(self.method, pairwise_offsets(coords_k, coords_q), self.ratio)
+            return (pad_prefix(forward, pos_q.num_prefix_tokens, extra, pos_k.num_prefix_tokens),
+                    pad_prefix(backward, pos_k.num_prefix_tokens, extra, pos_q.num_prefix_tokens))
+        return pos_q.memo(('irpe', id(self), id(pos_k)), build)
+
     def prepare(self, pos: Positions) -> None:
-        self.bucket_ids(pos)
+        if pos.has_default_coords:
+            self.bucket_ids(pos)
 
     def _logit_term(self, table: torch.Tensor, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """Bias: table (heads|1, nb) -> (1, heads|1, L, L); contextual: table (heads|1, d, nb), x (B, H, L, d)
-        -> (B, H, L, L) with entry [i, j] = s·x_i · table[:, :, ids[i, j]]."""
+        """Bias: table (heads|1, nb), ids (B'|1, L, L') -> (B'|1, heads|1, L, L'); contextual: table
+        (heads|1, d, nb), x (B, H, L, d) -> (B, H, L, L') with entry [i, j] = s·x_i · table[:, :, ids[i, j]]."""
         if self.mode == 'bias':
-            return table[:, ids].unsqueeze(0)
+            return table[:, ids].transpose(0, 1)
         lookup = (x * self.scale) @ table.to(x.dtype)
-        return lookup.gather(-1, ids.expand(*lookup.shape[:-1], ids.shape[-1]))
+        return lookup.gather(-1, ids[:, None].expand(*lookup.shape[:-1], ids.shape[-1]))
 
-    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                     layer_idx: int) -> torch.Tensor | None:
         if 'q' not in self.on and 'k' not in self.on:
             return None
-        ids = self.bucket_ids(pos)
+        ids, reversed_ids = self.pair_ids(pos_q, pos_k)
         total = None
         for axis in range(ids.shape[0]):
             terms = []
             if self.lookup_k is not None:
                 terms.append(self._logit_term(self.lookup_k[layer_idx, axis], q, ids[axis]))
             if self.lookup_q is not None:
-                terms.append(self._logit_term(self.lookup_q[layer_idx, axis], k, ids[axis]).transpose(-1, -2))
+                terms.append(self._logit_term(self.lookup_q[layer_idx, axis], k, reversed_ids[axis]).transpose(-1, -2))
             for term in terms:
                 total = term if total is None else total + term
         return total
@@ -180,15 +207,15 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
     def needs_probs(self, layer_idx: int) -> bool:
         return self.lookup_v is not None
 
-    def transform_out(self, out: torch.Tensor, pos: Positions, layer_idx: int,
-                      probs: torch.Tensor | None = None) -> torch.Tensor:
+    def transform_out(self, out: torch.Tensor, pos_q: Positions, layer_idx: int,
+                      probs: torch.Tensor | None = None, pos_k: Positions | None = None) -> torch.Tensor:
         if self.lookup_v is None:
             return out
         if probs is None:
             raise ValueError('iRPE on values needs the attention probabilities (needs_probs is True).')
-        ids = self.bucket_ids(pos)
+        ids = self.pair_ids(pos_q, pos_q if pos_k is None else pos_k)[0]
         for axis in range(ids.shape[0]):
-            index = ids[axis].expand_as(probs)
+            index = ids[axis][:, None].expand_as(probs)
             per_bucket = probs.new_zeros(*probs.shape[:-1], self.num_buckets).scatter_add_(-1, index, probs)
             out = out + per_bucket @ self.lookup_v[layer_idx, axis].to(probs.dtype)
         return out

@@ -9,7 +9,7 @@ import torch
 
 from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, closest_suggestion, model_facts
-from vispe.geometry import Positions, pad_prefix, relative_offsets
+from vispe.geometry import Positions, grid_coords, pad_prefix, pairwise_offsets, relative_offsets
 from vispe.registry import ENCODINGS
 
 # The penalty of masked keys: the reference replaces +inf by the largest bfloat16 before negating.
@@ -89,14 +89,12 @@ def head_slopes(names: list[str]) -> np.ndarray:
     return np.concatenate(slopes)
 
 
-def direction_masks(grid_size: Sequence[int], tokens: set[str],
-                    device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
-    """Masked keys (True) of each direction token asked for, (N, N) bool for query i and key j.
+def direction_masks(offsets: torch.Tensor, tokens: set[str]) -> dict[str, torch.Tensor]:
+    """Masked keys (True) of each direction token asked for, for (..., 2) offsets key − query (dy, dx).
 
     y grows downward. Half-planes are strict (a head sees its own row or column), 90° cones
     (tri_*) include their diagonals, diag_a_b is the union of the cones a and b.
     """
-    offsets = -relative_offsets(grid_size, device=device)
     dy, dx = offsets[..., 0], offsets[..., 1]
     rules = {'right': lambda: dx < 0, 'left': lambda: dx > 0, 'up': lambda: dy > 0, 'down': lambda: dy < 0,
              'tri_up': lambda: dy > -dx.abs(), 'tri_down': lambda: dy < dx.abs(),
@@ -146,7 +144,11 @@ class LookHere(PositionEncoding):
         fill_with: what masked keys get: 'inf' (masked), 'zero' (no mask) or 'max' (the head's largest penalty).
         reference_rounding: round biases to bfloat16 exactly as the reference.
 
-    Shapes: logits_bias -> (1, heads, L, L).
+    In cross-attention (or with explicit coordinates) directions and distances are those from the query's
+    coordinates to the key's, and 'center' heads use the keys' grid centre; those tables are built per
+    forward.
+
+    Shapes: logits_bias -> (1, heads, L, L) in self-attention on the grid, else (B|1, heads, Lq, Lk).
     """
 
     family: ClassVar[str] = 'bias'
@@ -190,71 +192,103 @@ class LookHere(PositionEncoding):
         self._cache = TableCache(max_entries=2)
 
     def layer_slope(self, layer_idx: int) -> float:
-        return float(np.linspace(self.layer_slopes[0], self.layer_slopes[1], self.depth)[layer_idx])
+        """s_l = linspace(first, last, depth)[l], computed as numpy's linspace does (float64, the last exact),
+        in plain Python so that tracing sees a constant."""
+        first, last = (float(value) for value in self.layer_slopes)
+        if self.depth == 1:
+            return first
+        if layer_idx == self.depth - 1:
+            return last
+        return first + layer_idx * ((last - first) / (self.depth - 1))
 
-    def build_maps(self, grid_size: tuple[int, int], device: torch.device) -> dict[str, torch.Tensor]:
-        """The per-grid tables: ``base`` (K, L, L) distance maps, ``kind`` (heads,) index into them,
-        ``masks`` (heads, L, L) bool, ``max`` (heads,) largest base value per head."""
-        dtype = torch.float64 if self.reference_rounding else torch.float32
-        offsets = relative_offsets(grid_size, device=device).to(dtype)
+    def build_maps(self, offsets: torch.Tensor, to_centre: torch.Tensor, num_prefix_q: int,
+                   num_prefix_k: int) -> dict[str, torch.Tensor]:
+        """The tables of one pair of token sets from offsets key − query (B', Lq, Lk, 2) and each key's
+        distance to the centre of its image (B'|1, 1|Lq, Lk): ``base`` (K, B', Lq, Lk) distance maps,
+        ``kind`` (heads,) index into them, ``masks`` (heads, B', Lq, Lk) bool, ``max`` (heads, B') largest
+        base value per head; prefix rows and columns padded."""
         distance = offsets.square().sum(-1).sqrt()
         if self.distance == 'sqrt':
             distance = distance.sqrt()
         elif self.distance == 'square':
             distance = distance.square()
-        height, width = grid_size
-        centre = torch.tensor([(height - 1) / 2, (width - 1) / 2], dtype=dtype, device=device)
-        rows, cols = torch.meshgrid(torch.arange(height, device=device, dtype=dtype),
-                                    torch.arange(width, device=device, dtype=dtype), indexing='ij')
-        to_centre = (torch.stack([rows, cols], -1).reshape(-1, 2) - centre).square().sum(-1).sqrt()
-        candidates = {'dist': distance, 'center': to_centre.expand_as(distance), 'zero': torch.zeros_like(distance)}
+        candidates = {'dist': lambda: distance, 'center': lambda: to_centre.expand_as(distance),
+                      'zero': lambda: torch.zeros_like(distance)}
         kinds = []
         for spec in self.head_directions:
             undirected = [token for token in spec if token in ('center', 'zero')]
             kinds.append(undirected[-1] if undirected else 'dist')
         used = sorted(set(kinds), key=list(candidates).index)
-        directional = direction_masks(grid_size, {token for spec in self.head_directions for token in spec}, device)
-        masks = torch.zeros(len(kinds), *distance.shape, dtype=torch.bool, device=device)
+        directional = direction_masks(offsets, {token for spec in self.head_directions for token in spec})
+        masks = torch.zeros(len(kinds), *distance.shape, dtype=torch.bool, device=offsets.device)
         for head, spec in enumerate(self.head_directions):
             for token in spec:
                 if token in directional:
                     masks[head] |= directional[token]
-        base = torch.stack([candidates[kind] for kind in used])
-        kind_index = torch.tensor([used.index(kind) for kind in kinds], device=device)
-        return dict(base=pad_prefix(base, self.num_prefix_tokens), kind=kind_index,
-                    masks=pad_prefix(masks, self.num_prefix_tokens, value=False),
+        base = torch.stack([candidates[kind]() for kind in used])
+        kind_index = torch.tensor([used.index(kind) for kind in kinds], device=offsets.device)
+        return dict(base=pad_prefix(base, num_prefix_q, 0, num_prefix_k), kind=kind_index,
+                    masks=pad_prefix(masks, num_prefix_q, False, num_prefix_k),
                     max=base.amax(dim=(-1, -2))[kind_index])
 
-    def maps(self, pos: Positions) -> dict[str, torch.Tensor]:
-        self.check_sequence(pos, self.num_prefix_tokens)
-        key = (pos.grid_size, pos.device, self.distance, self.reference_rounding)
-        return self._cache.get(key, lambda: self.build_maps(pos.grid_size, pos.device))
+    def grid_maps(self, grid_size: tuple[int, int], device: torch.device) -> dict[str, torch.Tensor]:
+        """The tables of self-attention on a grid (B' = 1)."""
+        dtype = torch.float64 if self.reference_rounding else torch.float32
+        offsets = -relative_offsets(grid_size, device=device).to(dtype)
+        return self.build_maps(offsets.unsqueeze(0), self.centre_distances(grid_coords(grid_size, device=device, dtype=dtype),
+                                                                           grid_size), self.num_prefix_tokens,
+                               self.num_prefix_tokens)
+
+    @staticmethod
+    def centre_distances(coords: torch.Tensor, grid_size: tuple[int, int]) -> torch.Tensor:
+        """(B'|1, 1, Lk) distance of each key (coords (Lk, 2) or (B, Lk, 2)) to the centre of its grid."""
+        height, width = grid_size
+        centre = coords.new_tensor([(height - 1) / 2, (width - 1) / 2])
+        distance = (coords - centre).square().sum(-1).sqrt()
+        return distance.reshape(-1, 1, distance.shape[-1])
+
+    def maps(self, pos_q: Positions, pos_k: Positions) -> dict[str, torch.Tensor]:
+        """Self-attention on the grid: cached per grid. Otherwise (cross-attention, explicit coordinates):
+        built once per forward from the coordinates."""
+        if pos_q is pos_k and pos_q.has_default_coords:
+            self.check_sequence(pos_q, self.num_prefix_tokens)
+            key = (pos_q.grid_size, pos_q.device, self.distance, self.reference_rounding)
+            return self._cache.get(key, lambda: self.grid_maps(pos_q.grid_size, pos_q.device))
+
+        def build() -> dict[str, torch.Tensor]:
+            dtype = torch.float64 if self.reference_rounding else torch.float32
+            coords_k = pos_k.patch_coords().to(dtype)
+            offsets = -pairwise_offsets(pos_q.patch_coords(), coords_k).to(dtype)
+            to_centre = self.centre_distances(coords_k, pos_k.require_grid('LookHere'))
+            return self.build_maps(offsets, to_centre, pos_q.num_prefix_tokens, pos_k.num_prefix_tokens)
+        return pos_q.memo(('lookhere', id(self), id(pos_k), self.distance, self.reference_rounding), build)
 
     def prepare(self, pos: Positions) -> None:
-        self.maps(pos)
+        if pos.has_default_coords:
+            self.maps(pos, pos)
 
-    def layer_bias(self, pos: Positions, layer_idx: int) -> torch.Tensor:
-        """(1, heads, L, L) float32 bias of one layer."""
-        maps = self.maps(pos)
+    def layer_bias(self, pos_q: Positions, layer_idx: int, pos_k: Positions | None = None) -> torch.Tensor:
+        """(B'|1, heads, Lq, Lk) float32 bias of one layer (``pos_k`` defaults to ``pos_q``: self-attention)."""
+        maps = self.maps(pos_q, pos_q if pos_k is None else pos_k)
         layer_scale = self.global_slope * self.layer_slope(layer_idx)
-        slopes = torch.as_tensor(self.head_slopes, device=pos.device, dtype=maps['base'].dtype)
+        slopes = torch.as_tensor(self.head_slopes, device=maps['base'].device, dtype=maps['base'].dtype)[:, None]
         base = maps['base'][0] if maps['base'].shape[0] == 1 else maps['base'][maps['kind']]
         if self.fill_with == 'inf':
-            fill = torch.full_like(slopes, MASKED_PENALTY)
+            fill = torch.full_like(maps['max'], MASKED_PENALTY)
         elif self.fill_with == 'zero':
-            fill = torch.zeros_like(slopes)
+            fill = torch.zeros_like(maps['max'])
         else:
             fill = layer_scale * (slopes * maps['max'])
         if self.reference_rounding:
             # the reference's order of operations in float64, then its bfloat16 maps, negated
-            penalty = torch.where(maps['masks'], fill[:, None, None], layer_scale * (slopes[:, None, None] * base))
-            return (penalty.to(torch.bfloat16) * -1.0).float().unsqueeze(0)
+            penalty = torch.where(maps['masks'], fill[..., None, None], layer_scale * (slopes[..., None, None] * base))
+            return (penalty.to(torch.bfloat16) * -1.0).float().transpose(0, 1)
         coef = -layer_scale * slopes
-        return torch.where(maps['masks'], -fill[:, None, None], base * coef[:, None, None]).unsqueeze(0)
+        return torch.where(maps['masks'], -fill[..., None, None], base * coef[..., None, None]).transpose(0, 1)
 
-    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                     layer_idx: int) -> torch.Tensor | None:
-        return self.layer_bias(pos, layer_idx)
+        return self.layer_bias(pos_q, layer_idx, pos_k)
 
     def extra_repr(self) -> str:
         return (f'directions={self.directions!r}, global_slope={self.global_slope}, layer_slopes={self.layer_slopes}, '

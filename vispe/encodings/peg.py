@@ -65,7 +65,7 @@ class PEG(PositionEncoding):
         if index is None:
             return x
         prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
-        height, width = pos.grid_size
+        height, width = pos.require_grid('PEG')
         grid = patches.transpose(1, 2).reshape(x.shape[0], x.shape[-1], height, width)
         if pos.valid_mask is not None:
             grid = grid * pos.valid_mask[:, None].to(grid.dtype)

@@ -38,7 +38,10 @@ class RoPEAxial(PositionEncoding):
         theta: frequency base (100 in rope-vit).
         position_scale: factor on the positions.
 
-    Shapes: rotate q, k (B, heads, N, d) -> same.
+    In cross-attention (a detector's decoder) queries rotate at their coordinates (reference points in
+    patch units) and keys at theirs, so the logits depend on the query-key offset only.
+
+    Shapes: rotate q (B, heads, Nq, d), k (B, heads, Nk, d) -> same.
     """
 
     family: ClassVar[str] = 'rotary'
@@ -80,12 +83,16 @@ class RoPEAxial(PositionEncoding):
             return self._cache.get(key, lambda: self.build_cis(pos))
         return pos.memo(('rope_axial', id(self)), lambda: self.build_cis(pos))
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
-               layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def head_table(self, pos: Positions) -> torch.Tensor:
+        """The table broadcastable against (B, heads, N, d/2): (N, d/2) or (B, 1, N, d/2)."""
         cis = self.table(pos)
-        if cis.ndim == 3:
-            cis = cis.unsqueeze(1)
-        return rotate_pairs(q, cis), rotate_pairs(k, cis)
+        return cis.unsqueeze(1) if cis.ndim == 3 else cis
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
+               layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        cis_q = self.head_table(pos_q)
+        cis_k = cis_q if pos_k is pos_q else self.head_table(pos_k)
+        return rotate_pairs(q, cis_q), rotate_pairs(k, cis_k)
 
     def extra_repr(self) -> str:
         return f'head_dim={self.head_dim}, theta={self.theta}, position_scale={self.position_scale}'
@@ -153,12 +160,13 @@ class RoPEMixed(PositionEncoding):
     def table(self, pos: Positions) -> torch.Tensor:
         return pos.memo(('rope_mixed', id(self)), lambda: self.build_cis(pos))
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         if layer_idx >= self.depth:
             raise IndexError(f'RoPEMixed has frequencies for {self.depth} layers; layer {layer_idx} asked.')
-        cis = self.table(pos)[layer_idx]
-        return rotate_pairs(q, cis), rotate_pairs(k, cis)
+        cis_q = self.table(pos_q)[layer_idx]
+        cis_k = cis_q if pos_k is pos_q else self.table(pos_k)[layer_idx]
+        return rotate_pairs(q, cis_q), rotate_pairs(k, cis_k)
 
     def no_weight_decay(self) -> set[str]:
         return {'freqs'}

@@ -121,9 +121,9 @@ class RPE2D(PositionEncoding):
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         return self.base.embed(x, self.positions_for_base(pos))
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos: Positions,
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.base.rotate(q, k, self.positions_for_base(pos), layer_idx)
+        return self.base.rotate(q, k, self.positions_for_base(pos_q), self.positions_for_base(pos_k), layer_idx)
 
     def no_weight_decay(self) -> set[str]:
         return {f'base.{name}' for name in self.base.no_weight_decay()}

@@ -1,5 +1,18 @@
-"""Where tokens are: the per-forward :class:`Positions` object and 2D patch-grid helpers."""
-from vispe.geometry.grid import feature_grid_size, grid_coords, pad_prefix, relative_offsets, to_2tuple
+"""Where tokens are: the per-forward :class:`Positions` object and 2D patch-grid helpers; cameras, frustum
+points, 3D boxes and the augmentations that keep them consistent (docs/geometry.md)."""
+from vispe.geometry.grid import (
+    feature_grid_size, grid_coords, pad_prefix, pairwise_offsets, relative_offsets, to_2tuple)
 from vispe.geometry.positions import Positions
+from vispe.geometry.cameras import Cameras
+from vispe.geometry.boxes import (
+    BOX_CORNER_SIGNS, box_corners, boxes_from_mmdet3d_legacy, boxes_from_nuscenes, boxes_to_nuscenes, check_boxes,
+    check_gravity_similarity, transform_boxes, wrap_angle)
+from vispe.geometry.frustum import depth_bins, depth_map_points, frustum_pixels, frustum_points, normalize_points
+from vispe.geometry.augment import SceneTransform, crop_cameras, hflip_cameras, resize_cameras, transform_intrinsics
 
-__all__ = ['Positions', 'feature_grid_size', 'grid_coords', 'pad_prefix', 'relative_offsets', 'to_2tuple']
+__all__ = ['Positions', 'feature_grid_size', 'grid_coords', 'pad_prefix', 'pairwise_offsets', 'relative_offsets',
+           'to_2tuple',
+           'Cameras', 'BOX_CORNER_SIGNS', 'box_corners', 'boxes_from_mmdet3d_legacy', 'boxes_from_nuscenes',
+           'boxes_to_nuscenes', 'check_boxes', 'check_gravity_similarity', 'transform_boxes', 'wrap_angle',
+           'depth_bins', 'depth_map_points', 'frustum_pixels', 'frustum_points', 'normalize_points',
+           'SceneTransform', 'crop_cameras', 'hflip_cameras', 'resize_cameras', 'transform_intrinsics']

@@ -82,9 +82,26 @@ def relative_offsets(grid_size: Sequence[int], device: torch.device | str | None
     return coords[:, None, :] - coords[None, :, :]
 
 
-def pad_prefix(table: torch.Tensor, num_prefix_tokens: int, value: float | bool = 0) -> torch.Tensor:
-    """Pad the last two (query, key) axes of a (..., N, N) table with ``num_prefix_tokens`` leading
-    rows and columns of ``value``: the (..., prefix + N, prefix + N) table of the whole sequence."""
-    if num_prefix_tokens == 0:
+def pad_prefix(table: torch.Tensor, num_prefix_tokens: int, value: float | bool = 0,
+               num_key_prefix_tokens: int | None = None) -> torch.Tensor:
+    """Pad the last two (query, key) axes of a (..., Nq, Nk) table with leading rows (``num_prefix_tokens``) and
+    columns (``num_key_prefix_tokens``, default the same) of ``value``: the table of the whole sequences."""
+    key_prefix = num_prefix_tokens if num_key_prefix_tokens is None else num_key_prefix_tokens
+    if num_prefix_tokens == 0 and key_prefix == 0:
         return table
-    return torch.nn.functional.pad(table, (num_prefix_tokens, 0, num_prefix_tokens, 0), value=value)
+    return torch.nn.functional.pad(table, (key_prefix, 0, num_prefix_tokens, 0), value=value)
+
+
+def pairwise_offsets(coords_q: torch.Tensor, coords_k: torch.Tensor) -> torch.Tensor:
+    """Offsets query − key between two sets of (row, col) coordinates.
+
+    Args:
+        coords_q: (Nq, 2) or (B, Nq, 2).
+        coords_k: (Nk, 2) or (B, Nk, 2).
+
+    Returns:
+        (B|1, Nq, Nk, 2) float32.
+    """
+    coords_q = coords_q.float() if coords_q.ndim == 3 else coords_q.float().unsqueeze(0)
+    coords_k = coords_k.float() if coords_k.ndim == 3 else coords_k.float().unsqueeze(0)
+    return coords_q[:, :, None, :] - coords_k[:, None, :, :]

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import timm
 import torch
 from timm.layers import Attention as TimmAttention
-from timm.layers import Format
+from timm.layers import Format, register_notrace_function, register_notrace_module
 from timm.models import VisionTransformer as TimmVisionTransformer
 from timm.models._features import feature_take_indices
 from timm.models._manipulate import checkpoint
@@ -41,8 +41,42 @@ def _refuse_reserved(kwargs: dict[str, Any]) -> None:
             raise TypeError(f'vispe sets {reserved!r} itself; choose the position encoding with encoding=...')
 
 
+def image_positions(images: torch.Tensor, in_chans: int, reference: torch.Tensor | None, nonfinite_inputs: str,
+                    patch_size: tuple[int, int], dynamic_img_pad: bool, num_prefix_tokens: int) -> Positions:
+    """Check an image batch (:func:`~vispe.models.inputs.check_image_batch`: rank, channels, size, device, dtype,
+    non-finite pixels by ``nonfinite_inputs``; ``reference`` is the parameter whose device and dtype the images
+    need) and return the :class:`Positions` of its patch grid.
+
+    A leaf for timm's torch.fx feature extraction (``register_notrace_function``): the grid depends on the
+    input's shape, which symbolic tracing does not know."""
+    check_image_batch(images, in_chans, reference, nonfinite_inputs,
+                      channels_fix=', or build the model with in_chans={channels}')
+    grid = feature_grid_size(images.shape[-2:], patch_size, dynamic_img_pad)
+    return Positions(grid, num_prefix_tokens, patch_size=tuple(patch_size), device=images.device)
+
+
+def encode_tokens(encoding: PositionEncoding, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+    """The encoding's per-forward tables (``prepare``) and its ``embed`` hook; a leaf for torch.fx."""
+    encoding.prepare(pos)
+    return encoding.embed(x, pos)
+
+
+def tokens_between_blocks(encoding: PositionEncoding, x: torch.Tensor, pos: Positions,
+                          layer_idx: int) -> torch.Tensor:
+    """The encoding's ``between_blocks`` hook after block ``layer_idx``; a leaf for torch.fx."""
+    return encoding.between_blocks(x, pos, layer_idx)
+
+
+for _leaf in (image_positions, encode_tokens, tokens_between_blocks):
+    register_notrace_function(_leaf)
+
+
+@register_notrace_module
 class Block(TimmBlock):
     """timm's pre-norm transformer ``Block`` whose attention receives positions and the encoding.
+
+    A leaf for timm's torch.fx feature extraction (its positions are a traced value, not tensors), so
+    ``timm.models.create_feature_extractor`` returns block outputs.
 
     Shapes: x (B, N, C) -> (B, N, C).
     """
@@ -127,13 +161,10 @@ class VisionTransformer(TimmVisionTransformer):
             self._alias_hooks_registered = True
 
     def positions(self, x: torch.Tensor) -> Positions:
-        """Check an image batch (:func:`~vispe.models.inputs.check_image_batch`: rank, channels, size, device,
-        dtype, non-finite pixels by ``nonfinite_inputs``) and return the :class:`Positions` of its patch grid."""
-        check_image_batch(x, self.in_chans, next(self.patch_embed.parameters(), None), self.nonfinite_inputs,
-                          channels_fix=', or build the model with in_chans={channels}')
-        grid = feature_grid_size(x.shape[-2:], self.patch_embed.patch_size, self.patch_embed.dynamic_img_pad)
-        return Positions(grid, self.num_prefix_tokens, patch_size=tuple(self.patch_embed.patch_size),
-                         device=x.device)
+        """Check an image batch and return the :class:`Positions` of its patch grid (:func:`image_positions`)."""
+        return image_positions(x, self.in_chans, next(self.patch_embed.parameters(), None), self.nonfinite_inputs,
+                               tuple(self.patch_embed.patch_size), self.patch_embed.dynamic_img_pad,
+                               self.num_prefix_tokens)
 
     def embed_tokens(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         """Patch embedding, prefix tokens, the encoding's per-forward tables and its ``embed`` hook.
@@ -149,8 +180,7 @@ class VisionTransformer(TimmVisionTransformer):
             prefix.append(self.reg_token.expand(x.shape[0], -1, -1))
         if prefix:
             x = torch.cat(prefix + [x], dim=1)
-        self.encoding.prepare(pos)
-        x = self.encoding.embed(x, pos)
+        x = encode_tokens(self.encoding, x, pos)
         return self.norm_pre(self.patch_drop(self.pos_drop(x)))
 
     def run_block(self, index: int, x: torch.Tensor, pos: Positions,
@@ -161,7 +191,7 @@ class VisionTransformer(TimmVisionTransformer):
             x = checkpoint(block, x, pos, self.encoding, index, attn_mask)
         else:
             x = block(x, pos, self.encoding, index, attn_mask)
-        return self.encoding.between_blocks(x, pos, index)
+        return tokens_between_blocks(self.encoding, x, pos, index)
 
     def forward_features(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
         pos = self.positions(x)

@@ -25,7 +25,8 @@ def _run_capturing(model: nn.Module, layers: Sequence[nn.Module], images: torch.
 
 @torch.no_grad()
 def capture_attention(model: nn.Module, images: torch.Tensor, **forward_kwargs: Any) -> list[torch.Tensor]:
-    """Run ``model(images)`` once and return every attention layer's probabilities.
+    """Run ``model(images)`` once and return the probabilities of every self-attention layer over the image
+    tokens (a ViT's blocks, a DETR encoder; decoder attentions are :func:`capture_cross_attention`'s).
 
     Only during this call do the attention layers take the explicit path and keep their
     probabilities; afterwards they are back on SDPA with nothing stored. The model's train/eval
@@ -40,7 +41,10 @@ def capture_attention(model: nn.Module, images: torch.Tensor, **forward_kwargs: 
         One (B, heads, N, N) tensor per attention layer, in module order; N counts the prefix tokens
         first, then the patches row-major.
     """
-    layers = [module for module in model.modules() if isinstance(module, Attention)]
+    from vispe.models.detr.transformer import DecoderLayer
+    in_decoders = {id(attention) for layer in model.modules() if isinstance(layer, DecoderLayer)
+                   for attention in (layer.self_attn, layer.cross_attn)}
+    layers = [module for module in model.modules() if isinstance(module, Attention) and id(module) not in in_decoders]
     if not layers:
         raise ValueError(f'{type(model).__name__} has no vispe attention layer; build it with vispe.create_vit '
                          f'or convert a timm ViT with vispe.retrofit.')

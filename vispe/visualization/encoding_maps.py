@@ -36,9 +36,9 @@ def relative_logits(encoding: PositionEncoding, grid_size: Sequence[int], query:
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(1, num_heads, 1, head_dim, generator=generator).expand(1, num_heads, pos.num_patches, head_dim)
     k = torch.randn(1, num_heads, 1, head_dim, generator=generator).expand(1, num_heads, pos.num_patches, head_dim)
-    q, k = encoding.rotate(q.contiguous(), k.contiguous(), pos, layer_idx)
+    q, k = encoding.rotate(q.contiguous(), k.contiguous(), pos, pos, layer_idx)
     logits = (q @ k.transpose(-1, -2)) * head_dim ** -0.5
-    bias = encoding.logits_bias(q, k, pos, layer_idx)
+    bias = encoding.logits_bias(q, k, pos, pos, layer_idx)
     if bias is not None:
         logits = logits + bias
     logits = logits.masked_fill(logits < -1e30, float('-inf'))

@@ -3,7 +3,7 @@ from vispe.models.detr.backbone import TimmFeatures
 from vispe.models.detr.criterion import SetCriterion
 from vispe.models.detr.detector import DETR
 from vispe.models.detr.matcher import HungarianMatcher
-from vispe.models.detr.transformer import DETRDecoder, DETREncoder, MultiheadAttention
+from vispe.models.detr.transformer import DecoderLayer, DETRDecoder, DETREncoder
 
-__all__ = ['DETR', 'DETRDecoder', 'DETREncoder', 'HungarianMatcher', 'MultiheadAttention', 'SetCriterion',
+__all__ = ['DETR', 'DETRDecoder', 'DETREncoder', 'DecoderLayer', 'HungarianMatcher', 'SetCriterion',
            'TimmFeatures']

@@ -9,6 +9,7 @@ from mmengine.model import BaseModel
 from torch import nn
 from torchvision.ops import box_convert
 
+from vispe.geometry import Cameras
 from vispe.models.detr.criterion import SetCriterion
 from vispe.models.detr.matcher import HungarianMatcher
 from vispe.models.detr.transformer import DETRDecoder, DETREncoder
@@ -34,8 +35,9 @@ class DETR(BaseModel):
     Batches are padded (``masks`` True on real pixels, each image in the top-left corner, as
     ``vispe.detr_collate`` makes them; DETR's original code uses True = padding); the mask is resized to
     the feature grid as in DETR, every encoding sees each image's real grid and padded cells are never
-    attended to. Decoder cross-attention keys carry DETR's sine embedding of the real grid whatever the
-    encoder's encoding (the encoding under study acts in the encoder; ``key_position`` changes this).
+    attended to. The decoder's cross-attention has its own encoding (``decoder=dict(encoding=...)``, default
+    DETR's sine embedding of the real grid on the memory keys); any 2D encoding reaches it (see
+    :class:`~vispe.models.detr.DETRDecoder`).
 
     ``forward(inputs, masks, data_samples, mode)``: 'loss' -> weighted losses (with ``d{i}.`` auxiliary
     ones); 'predict' -> per image ``dict(image_id, boxes (Q, 4) xyxy in original pixels, scores (Q,),
@@ -46,14 +48,13 @@ class DETR(BaseModel):
         backbone: config of a module returning one feature map, with ``channels`` and ``stride``
             (e.g. ``dict(type='TimmFeatures', model_name='resnet50')``).
         encoder: :class:`DETREncoder` arguments (``encoding=dict(type=...)``, depth, heads, ...).
-        decoder: :class:`DETRDecoder` arguments.
+        decoder: :class:`DETRDecoder` arguments (``encoding=`` for its cross-attention).
         num_classes: K object classes.
         num_queries: object queries (100 in DETR).
         embed_dim: transformer width d (256).
         image_size: training input size (px), which sets the encoder's reference grid.
         matcher, loss: weights (class 1, bbox 5, GIoU 2; no-object 0.1).
         aux_loss: losses on every decoder layer.
-        key_position: encoding config for the cross-attention keys (must have a ``table(pos)``).
         nonfinite_inputs: what a batch with NaN or ±inf pixels does: 'raise' (ValueError), 'warn'
             (RuntimeWarning) or 'ignore' (no check). Also a plain attribute.
 
@@ -65,8 +66,7 @@ class DETR(BaseModel):
     def __init__(self, backbone: dict, num_classes: int, encoder: dict | None = None, decoder: dict | None = None,
                  num_queries: int = 100, embed_dim: int = 256, image_size: int | tuple[int, int] = 800,
                  class_weight: float = 1.0, bbox_weight: float = 5.0, giou_weight: float = 2.0,
-                 eos_coef: float = 0.1, aux_loss: bool = True, key_position: dict | None = None,
-                 nonfinite_inputs: str = 'raise', data_preprocessor: dict | None = None,
+                 eos_coef: float = 0.1, aux_loss: bool = True, nonfinite_inputs: str = 'raise', data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.nonfinite_inputs = check_nonfinite_option(nonfinite_inputs)
@@ -76,11 +76,8 @@ class DETR(BaseModel):
         grid_size = (-(-height // stride), -(-width // stride))
         self.input_proj = nn.Conv2d(self.backbone.channels, embed_dim, kernel_size=1)
         self.encoder = DETREncoder(embed_dim=embed_dim, grid_size=grid_size, stride=stride, **(encoder or {}))
-        self.decoder = DETRDecoder(embed_dim=embed_dim, **(decoder or {}))
+        self.decoder = DETRDecoder(embed_dim=embed_dim, grid_size=grid_size, stride=stride, **(decoder or {}))
         self.query_embed = nn.Embedding(num_queries, embed_dim)
-        self.key_position = MODELS.build({'type': 'DETRSine', 'embed_dim': embed_dim, **(key_position or {})})
-        if not hasattr(self.key_position, 'table'):
-            raise TypeError('key_position must build an encoding with a table(pos) method, such as DETRSine.')
         self.class_embed = nn.Linear(embed_dim, num_classes + 1)
         self.bbox_embed = BoxHead(embed_dim)
         self.num_classes = num_classes
@@ -106,19 +103,24 @@ class DETR(BaseModel):
                           channels_fix=', or build the backbone with in_chans={channels}')
         check_pixel_masks(masks, inputs)
 
-    def predict_sets(self, inputs: torch.Tensor, masks: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    def predict_sets(self, inputs: torch.Tensor, masks: torch.Tensor | None = None,
+                     data_samples: list[dict[str, Any]] | None = None) -> dict[str, torch.Tensor]:
         """Class logits (L, B, Q, K+1) and boxes (L, B, Q, 4), normalised (cx, cy, w, h), of every decoder
-        layer (only the last without ``aux_loss``). inputs (B, 3, H, W), masks (B, H, W) True on real pixels."""
+        layer (only the last without ``aux_loss``). inputs (B, 3, H, W), masks (B, H, W) True on real pixels.
+        Samples that carry cameras (``intrinsics``/``cam2img``, ``lidar2cam``, ``pad_shape``) put them into the
+        positions every encoding sees (:meth:`vispe.geometry.Cameras.from_batch`)."""
         self.check_inputs(inputs, masks)
+        cameras = Cameras.from_batch(data_samples, inputs.device)
+        if cameras is not None:
+            cameras.check_images(inputs.unsqueeze(1))
         features = self.backbone(inputs)
         valid_mask = self.feature_mask(masks, features)
         features = self.input_proj(features)
-        pos = self.encoder.positions(features, valid_mask)
+        pos = self.encoder.positions(features, valid_mask, cameras)
         memory = self.encoder(features, valid_mask, pos)
-        key_pos = self.key_position.table(pos).to(memory.dtype)
         query_pos = self.query_embed.weight[None].expand(len(inputs), -1, -1)
         key_mask = None if valid_mask is None else valid_mask.flatten(1)
-        hidden = self.decoder(query_pos, memory, key_pos, key_mask)
+        hidden = self.decoder(query_pos, memory, pos, key_mask)
         if not self.aux_loss:
             hidden = hidden[-1:]
         return dict(logits=self.class_embed(hidden), boxes=self.bbox_embed(hidden))
@@ -157,7 +159,7 @@ class DETR(BaseModel):
         if data_samples is not None and isinstance(inputs, torch.Tensor) and len(data_samples) != len(inputs):
             raise ValueError(f'{len(data_samples)} data samples for a batch of {len(inputs)} images: give one per '
                              f'image, in the order of the batch (vispe.detr_collate does).')
-        outputs = self.predict_sets(inputs, masks)
+        outputs = self.predict_sets(inputs, masks, data_samples)
         if mode == 'tensor':
             return outputs
         if mode == 'loss':

@@ -1,8 +1,9 @@
-"""DETR's transformer with vispe encodings in the encoder (Carion et al., ECCV 2020).
+"""DETR's transformer with vispe encodings in the encoder and in the decoder's cross-attention (Carion et
+al., ECCV 2020).
 
-The encoder's self-attention is :class:`vispe.attention.Attention`, so any registered 2D encoding
-plugs in through its hooks; DETR's own sine embedding is :class:`~vispe.encodings.DETRSine`.
-Layers are post-norm as in DETR. Padded cells (``valid_mask`` False) are never attended to, and the
+Every attention (encoder self-attention, decoder self- and cross-attention) is
+:class:`vispe.attention.Attention`, so any registered 2D encoding plugs in through its hooks; DETR's own
+sine embedding is :class:`~vispe.encodings.DETRSine`. Layers are post-norm as in DETR. Padded cells (``valid_mask`` False) are never attended to, and the
 encodings see each image's real grid through ``Positions.valid_mask``.
 """
 from __future__ import annotations
@@ -10,12 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from vispe.attention import Attention
 from vispe.encodings import PositionEncoding, build_encoding
-from vispe.geometry import Positions, to_2tuple
+from vispe.geometry import Cameras, Positions, to_2tuple
 
 
 def feed_forward(embed_dim: int, mlp_dim: int, dropout: float) -> nn.Sequential:
@@ -75,8 +75,11 @@ class DETREncoder(nn.Module):
                                        head_dim=embed_dim // num_heads, depth=depth, grid_size=to_2tuple(grid_size),
                                        patch_size=(stride, stride), num_prefix_tokens=0)
 
-    def positions(self, features: torch.Tensor, valid_mask: torch.Tensor | None) -> Positions:
-        return Positions(features.shape[-2:], 0, (self.stride, self.stride), features.device, valid_mask=valid_mask)
+    def positions(self, features: torch.Tensor, valid_mask: torch.Tensor | None,
+                  cameras: Cameras | None = None) -> Positions:
+        """The memory's positions: the feature grid, its padding and the images' cameras (if the data has any)."""
+        return Positions(features.shape[-2:], 0, (self.stride, self.stride), features.device, valid_mask=valid_mask,
+                         cameras=cameras)
 
     def forward(self, features: torch.Tensor, valid_mask: torch.Tensor | None = None,
                 pos: Positions | None = None) -> torch.Tensor:
@@ -98,88 +101,122 @@ class DETREncoder(nn.Module):
         return x
 
 
-class MultiheadAttention(nn.Module):
-    """Multi-head attention between two sequences, with SDPA (DETR's decoder attentions).
+LEGACY_PROJECTIONS = ('q_proj', 'k_proj', 'v_proj')
+RELATIVE_HOOKS = frozenset({'rotate', 'logits_bias', 'transform_v', 'transform_out'})
 
-    Shapes: query (B, Nq, C), key and value (B, Nk, C), key_mask (B, Nk) bool (True = attend)
-    -> (B, Nq, C). With ``capture_probs`` the probabilities (B, heads, Nq, Nk) are kept in ``attn_probs``.
-    """
 
-    capture_probs: bool = False
-    attn_probs: torch.Tensor | None = None
-
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0) -> None:
-        super().__init__()
-        if embed_dim % num_heads:
-            raise ValueError(f'embed_dim {embed_dim} is not divisible by num_heads {num_heads}.')
-        self.num_heads = num_heads
-        self.q_proj = nn.Linear(embed_dim, embed_dim)
-        self.k_proj = nn.Linear(embed_dim, embed_dim)
-        self.v_proj = nn.Linear(embed_dim, embed_dim)
-        self.out_proj = nn.Linear(embed_dim, embed_dim)
-        self.dropout = dropout
-
-    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        return x.unflatten(-1, (self.num_heads, -1)).transpose(1, 2)
-
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                key_mask: torch.Tensor | None = None) -> torch.Tensor:
-        q, k, v = self.split_heads(self.q_proj(query)), self.split_heads(self.k_proj(key)), \
-            self.split_heads(self.v_proj(value))
-        mask = None if key_mask is None else key_mask[:, None, None, :]
-        if self.capture_probs:
-            logits = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
-            if mask is not None:
-                logits = logits.masked_fill(~mask, float('-inf'))
-            probs = logits.softmax(-1)
-            self.attn_probs = probs.detach()
-            out = F.dropout(probs, self.dropout, self.training) @ v
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                                 dropout_p=self.dropout if self.training else 0.0)
-        return self.out_proj(out.transpose(1, 2).flatten(2))
+def merge_legacy_projections(state_dict: dict[str, Any], prefix: str) -> None:
+    """Checkpoints of vispe < 0.2 hold the decoder attentions as ``q_proj``/``k_proj``/``v_proj``/``out_proj``;
+    rename them to the fused ``qkv`` and ``proj`` of :class:`vispe.attention.Attention` (rows q | k | v)."""
+    for kind in ('weight', 'bias'):
+        names = [f'{prefix}{projection}.{kind}' for projection in LEGACY_PROJECTIONS]
+        if all(name in state_dict for name in names):
+            state_dict[f'{prefix}qkv.{kind}'] = torch.cat([state_dict.pop(name) for name in names])
+        if f'{prefix}out_proj.{kind}' in state_dict:
+            state_dict[f'{prefix}proj.{kind}'] = state_dict.pop(f'{prefix}out_proj.{kind}')
 
 
 class DecoderLayer(nn.Module):
-    """Post-norm: self-attention of the queries, cross-attention to the memory, FFN.
+    """Post-norm: self-attention of the queries, cross-attention to the memory, FFN (DETR).
 
-    Queries carry ``query_pos`` (learned object queries) in self- and cross-attention; memory keys carry
-    ``key_pos``; values carry no position (DETR).
+    Both attentions are :class:`vispe.attention.Attention`. Queries carry ``query_pos`` (learned object
+    queries) on their queries and keys in self-attention and on their queries in cross-attention; the memory's
+    keys carry ``key_embed`` (the decoder encoding's absolute table); values carry no position (DETR). The
+    decoder encoding's attention hooks act in the cross-attention with the queries' and the memory's positions.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, mlp_dim: int, dropout: float) -> None:
         super().__init__()
-        self.self_attn = MultiheadAttention(embed_dim, num_heads, dropout)
-        self.cross_attn = MultiheadAttention(embed_dim, num_heads, dropout)
+        self.self_attn = Attention(embed_dim, num_heads=num_heads, qkv_bias=True, attn_drop=dropout)
+        self.cross_attn = Attention(embed_dim, num_heads=num_heads, qkv_bias=True, attn_drop=dropout)
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(embed_dim) for _ in range(3))
         self.mlp = feed_forward(embed_dim, mlp_dim, dropout)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, tgt: torch.Tensor, memory: torch.Tensor, query_pos: torch.Tensor, key_pos: torch.Tensor,
-                key_mask: torch.Tensor | None) -> torch.Tensor:
-        q = tgt + query_pos
-        tgt = self.norm1(tgt + self.dropout(self.self_attn(q, q, tgt)))
-        tgt = self.norm2(tgt + self.dropout(self.cross_attn(tgt + query_pos, memory + key_pos, memory, key_mask)))
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        for name in ('self_attn', 'cross_attn'):
+            merge_legacy_projections(state_dict, f'{prefix}{name}.')
+        super()._load_from_state_dict(state_dict, prefix, *args)
+
+    def forward(self, tgt: torch.Tensor, memory: torch.Tensor, query_pos: torch.Tensor,
+                key_embed: torch.Tensor | None, key_mask: torch.Tensor | None, pos_q: Positions | None = None,
+                pos_k: Positions | None = None, encoding: PositionEncoding | None = None,
+                layer_idx: int = 0) -> torch.Tensor:
+        tgt = self.norm1(tgt + self.dropout(self.self_attn(tgt, q_embed=query_pos)))
+        cross = self.cross_attn(tgt, pos_q, encoding, layer_idx, key_mask, query_pos, memory=memory, pos_k=pos_k,
+                                k_embed=key_embed)
+        tgt = self.norm2(tgt + self.dropout(cross))
         return self.norm3(tgt + self.dropout(self.mlp(tgt)))
 
 
 class DETRDecoder(nn.Module):
-    """DETR's decoder; returns every layer's output through the shared final LayerNorm (auxiliary losses).
+    """DETR's decoder with any vispe encoding in its cross-attention; returns every layer's output through the
+    shared final LayerNorm (auxiliary losses).
 
-    Shapes: query_pos (B, Q, d), memory (B, N, d), key_pos (B|1, N, d), key_mask (B, N) -> (L, B, Q, d).
+    The encoding's ``embed`` (DETRSine, SinCos2D, LearnedAPE, Fourier) gives the memory keys' absolute
+    embedding, added to the keys of every layer (DETR: its sine embedding, the default). Its attention hooks
+    (rotations and biases: RoPE, ComRoPE, iRPE, LookHere, ALiBi2D) act between each object query, placed at a
+    reference point, and the memory cells: as in Deformable DETR the reference point is
+    ``sigmoid(Linear(query_pos))``, (x, y) in [0, 1] of each image's real extent, which the decoder turns into
+    (row, col) in cell units of the memory grid, ``y·h − 0.5`` and ``x·w − 0.5`` (cell centres). Reference
+    points exist only when the encoding has attention hooks.
+
+    Args:
+        embed_dim, depth, num_heads, mlp_dim, dropout: DETR's (256, 6, 8, 2048, 0.1).
+        encoding: encoding config of the cross-attention (``'DETRSine'``, DETR's own).
+        grid_size: the training memory grid, for encodings with a learned table or a reference grid.
+        stride: pixels per memory cell.
+
+    Shapes: query_pos (B, Q, d), memory (B, N, d), pos_k the memory's positions (its grid, padding) ->
+    (L, B, Q, d).
     """
 
     def __init__(self, embed_dim: int = 256, depth: int = 6, num_heads: int = 8, mlp_dim: int = 2048,
-                 dropout: float = 0.1) -> None:
+                 dropout: float = 0.1, encoding: Any = 'DETRSine', grid_size: int | tuple[int, int] = 25,
+                 stride: int = 32) -> None:
         super().__init__()
         self.layers = nn.ModuleList(DecoderLayer(embed_dim, num_heads, mlp_dim, dropout) for _ in range(depth))
         self.norm = nn.LayerNorm(embed_dim)
+        self.encoding = build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads,
+                                       head_dim=embed_dim // num_heads, depth=depth, grid_size=to_2tuple(grid_size),
+                                       patch_size=(stride, stride), num_prefix_tokens=0)
+        hooks = self.encoding.active_hooks
+        if not hooks & (RELATIVE_HOOKS | {'embed'}):
+            raise ValueError(f'The decoder encoding {type(self.encoding).__name__} uses {sorted(hooks)}, which do not '
+                             f'reach cross-attention; give the decoder an encoding with embed, rotate or logits_bias '
+                             f'hooks (its default is DETRSine), and put between-block encodings such as PEG in the '
+                             f'encoder.')
+        self.reference_points = nn.Linear(embed_dim, 2) if hooks & RELATIVE_HOOKS else None
 
-    def forward(self, query_pos: torch.Tensor, memory: torch.Tensor, key_pos: torch.Tensor,
+    def query_positions(self, query_pos: torch.Tensor, pos_k: Positions) -> Positions:
+        """The queries' positions: their reference points in cell units of each image's real grid, or only
+        their count when the encoding needs none."""
+        if self.reference_points is None:
+            return Positions(num_positions=query_pos.shape[1], device=query_pos.device)
+        xy = self.reference_points(query_pos).float().sigmoid()
+        sizes = pos_k.real_grid_sizes()
+        extent = xy.new_tensor(pos_k.require_grid('The decoder reference points')) if sizes is None else \
+            sizes[:, None, :].to(xy.dtype)
+        coords = xy.flip(-1) * extent - 0.5
+        return Positions(num_positions=query_pos.shape[1], device=query_pos.device, coords=coords)
+
+    def forward(self, query_pos: torch.Tensor, memory: torch.Tensor, pos_k: Positions,
                 key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Args:
+            query_pos: (B, Q, d) learned object queries.
+            memory: (B, N, d) encoder output.
+            pos_k: the memory's positions (the encoder's).
+            key_mask: (B, N) bool, True on real memory cells.
+        """
+        hooks = self.encoding.active_hooks
+        self.encoding.prepare(pos_k)
+        key_embed = self.encoding.embed(torch.zeros_like(memory), pos_k) if 'embed' in hooks else None
+        pos_q = self.query_positions(query_pos, pos_k)
+        attention_encoding = self.encoding if hooks & RELATIVE_HOOKS else None
+        mask = None if key_mask is None else key_mask[:, None, None, :]
         tgt = torch.zeros_like(query_pos)
         outputs = []
-        for layer in self.layers:
-            tgt = layer(tgt, memory, query_pos, key_pos, key_mask)
+        for index, layer in enumerate(self.layers):
+            tgt = layer(tgt, memory, query_pos, key_embed, mask, pos_q, pos_k, attention_encoding, index)
             outputs.append(self.norm(tgt))
         return torch.stack(outputs)

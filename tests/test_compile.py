@@ -1,0 +1,60 @@
+"""A ViT with any 2D encoding traces whole: torch.compile sees no graph break (no host synchronisation, no
+Python branch on tensor values, no cached state read while tracing) and torch.export gives the same logits."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch._dynamo
+
+import vispe
+
+from .helpers import max_diff
+
+
+def first_examples() -> list[dict]:
+    return [dict(type=info.name, **vispe.registry.ENCODINGS.get(info.name).examples[0])
+            for info in vispe.list_encodings()]
+
+
+def small_vit(encoding: dict) -> vispe.VisionTransformer:
+    torch.manual_seed(0)
+    return vispe.create_vit('vit_tiny_patch16_224', encoding=encoding, num_classes=5, depth=2, img_size=32,
+                            patch_size=8).eval()
+
+
+@pytest.mark.parametrize('encoding', first_examples(), ids=lambda cfg: cfg['type'])
+def test_compile_sees_one_graph(encoding) -> None:
+    vit = small_vit(encoding)
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        explained = torch._dynamo.explain(vit)(torch.randn(2, 3, 32, 40))
+    reasons = [str(reason.reason).splitlines()[0] for reason in explained.break_reasons]
+    assert explained.graph_break_count == 0, reasons
+
+
+@pytest.mark.parametrize('encoding', [dict(type='RoPEMixed'), dict(type='iRPE', on='qkv'), dict(type='LookHere')],
+                         ids=lambda cfg: cfg['type'])
+def test_export_gives_the_same_logits(encoding) -> None:
+    vit = small_vit(encoding)
+    images = torch.randn(2, 3, 32, 40)
+    exported = torch.export.export(vit, (images,), strict=False)
+    assert max_diff(exported.module()(images), vit(images)) <= 1e-5
+
+
+@pytest.mark.parametrize('encoding', [dict(type='RoPEAxial'), dict(type='PEG'), dict(type='LearnedAPE')],
+                         ids=lambda cfg: cfg['type'])
+def test_timm_fx_feature_extraction_returns_the_block_outputs(encoding) -> None:
+    """timm's torch.fx feature extractor traces a vispe ViT (positions, token hooks and blocks are leaves)."""
+    from timm.models import create_feature_extractor
+    vit = small_vit(encoding)
+    images = torch.randn(2, 3, 32, 40)
+    extractor = create_feature_extractor(vit, return_nodes={'blocks.0': 'first', 'head': 'logits'})
+    features = extractor(images)
+    captured = []
+    handle = vit.blocks[0].register_forward_hook(lambda module, args, out: captured.append(out))
+    logits = vit(images)
+    handle.remove()
+    assert max_diff(features['first'], captured[0]) == 0.0 and max_diff(features['logits'], logits) == 0.0
