@@ -15,7 +15,7 @@ from .helpers import max_diff
 
 def first_examples() -> list[dict]:
     return [dict(type=info.name, **vispe.registry.ENCODINGS.get(info.name).examples[0])
-            for info in vispe.list_encodings()]
+            for info in vispe.list_encodings(image_only=True)]
 
 
 def small_vit(encoding: dict) -> vispe.VisionTransformer:

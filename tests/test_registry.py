@@ -35,8 +35,8 @@ def test_list_encodings_table() -> None:
     ape = next(info for info in table if info.name == 'LearnedAPE')
     assert ape.hooks == ('embed',) and ape.family == 'absolute'
     text = str(table)
-    assert text.splitlines()[0].split() == ['name', 'family', 'hooks', 'options', 'paper']
-    assert "| `SinCos2D` | absolute | embed | temperature=10000.0 |" in table.markdown()
+    assert text.splitlines()[0].split() == ['name', 'family', 'hooks', 'needs', 'options', 'paper']
+    assert "| `SinCos2D` | absolute | embed | grid | temperature=10000.0 |" in table.markdown()
 
 
 def test_unknown_encoding_names_closest_and_lists_registered() -> None:
@@ -44,7 +44,8 @@ def test_unknown_encoding_names_closest_and_lists_registered() -> None:
         vispe.build_encoding(dict(type='SinCos'))
     message = str(info.value)
     assert "Did you mean 'SinCos2D'?" in message
-    assert 'LearnedAPE, LookHere, NoPE, PEG, RPE2D, RoPEAxial, RoPEMixed, SinCos2D, iRPE' in message
+    assert 'LearnedAPE, LookHere, MultiViewSine, NoPE, PEG, PETR, PPE3D, RPE2D, RoPEAxial, RoPEMixed, SinCos2D, iRPE' \
+        in message
     assert 'custom_imports' in message
 
 

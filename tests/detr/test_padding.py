@@ -62,7 +62,7 @@ def test_detr_sine_normalises_by_the_real_extent() -> None:
 
 
 def registered_examples() -> list[dict]:
-    return [dict(type=info.name, **options) for info in vispe.list_encodings()
+    return [dict(type=info.name, **options) for info in vispe.list_encodings(image_only=True)
             for options in vispe.registry.ENCODINGS.get(info.name).examples]
 
 

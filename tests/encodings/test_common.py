@@ -12,7 +12,8 @@ import vispe
 from ..helpers import tiny_vit
 
 EXAMPLES = [dict(type=name, **options) for name, cls in sorted(vispe.registry.ENCODINGS.module_dict.items())
-            if isinstance(cls, type) and issubclass(cls, vispe.PositionEncoding) for options in cls.examples]
+            if isinstance(cls, type) and issubclass(cls, vispe.PositionEncoding) and not cls.requires
+            for options in cls.examples]
 IDS = [str(example) for example in EXAMPLES]
 BUILT_IN = [info.name for info in vispe.list_encodings()]
 GRIDS = [(14, 14), (6, 10), (1, 9), (20, 3)]

@@ -27,12 +27,12 @@ from vispe.registry import ENCODINGS
 from ..conftest import REPO_ROOT
 
 CONTEXT = dict(embed_dim=32, num_heads=4, head_dim=8, depth=2, grid_size=(4, 4), patch_size=(4, 4),
-               num_prefix_tokens=1)
+               num_prefix_tokens=1, in_channels=16)
 REGISTERED = {name: cls for name, cls in sorted(ENCODINGS.module_dict.items())
               if isinstance(cls, type) and issubclass(cls, PositionEncoding)}
 EXAMPLES = [(name, options) for name, cls in REGISTERED.items() for options in cls.examples]
-BUILT_IN = ('ALiBi2D', 'ComRoPE', 'DETRSine', 'FourierFeatures', 'LearnedAPE', 'LookHere', 'NoPE', 'PEG', 'RPE2D',
-            'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'iRPE')
+BUILT_IN = ('ALiBi2D', 'ComRoPE', 'DETRSine', 'FourierFeatures', 'LearnedAPE', 'LookHere', 'MultiViewSine', 'NoPE',
+            'PEG', 'PETR', 'PPE3D', 'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'iRPE')
 NAN, INF = float('nan'), float('inf')
 
 
@@ -177,7 +177,7 @@ def test_declared_test_time_options() -> None:
     assert declared == {
         'ALiBi2D': ['distance_scale'], 'ComRoPE': [], 'DETRSine': [], 'FourierFeatures': [],
         'LearnedAPE': ['antialias', 'interpolation'], 'LookHere': ['global_slope', 'reference_rounding'],
-        'NoPE': [], 'PEG': [], 'RPE2D': [], 'RoPEAxial': ['position_scale', 'theta'],
+        'MultiViewSine': [], 'NoPE': [], 'PEG': [], 'PETR': [], 'PPE3D': [], 'RPE2D': [], 'RoPEAxial': ['position_scale', 'theta'],
         'RoPEMixed': ['position_scale'], 'SinCos2D': [], 'iRPE': []}
 
 

@@ -1,6 +1,7 @@
 """Encodings, one file per family, each registered in :data:`vispe.registry.ENCODINGS`."""
 from vispe.encodings.alibi2d import ALiBi2D
 from vispe.encodings.base import HOOK_NAMES, EncodingStack, PositionEncoding, TableCache
+from vispe.encodings.camera import CameraEncoding, FeatureEncoding, MultiViewSine
 from vispe.encodings.builder import EncodingInfo, EncodingTable, build_encoding, list_encodings
 from vispe.encodings.comrope import ComRoPE
 from vispe.encodings.detr_sine import DETRSine, detr_sine_embedding
@@ -11,13 +12,16 @@ from vispe.encodings.lookhere import LookHere
 from vispe.encodings.nope import NoPE
 from vispe.encodings.options import Option, OptionTypeError, OptionValueError, check_test_time_option
 from vispe.encodings.peg import PEG
+from vispe.encodings.petr import PETR
+from vispe.encodings.ppe3d import PPE3D
 from vispe.encodings.rope import RoPEAxial, RoPEMixed
 from vispe.encodings.rpe2d import RPE2D
 from vispe.encodings.sincos2d import SinCos2D, sincos_2d_embedding
 
 __all__ = [
-    'ALiBi2D', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable', 'FourierFeatures', 'HOOK_NAMES',
-    'LearnedAPE', 'LookHere', 'NoPE', 'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PositionEncoding',
+    'ALiBi2D', 'CameraEncoding', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable',
+    'FeatureEncoding', 'FourierFeatures', 'HOOK_NAMES', 'LearnedAPE', 'LookHere', 'MultiViewSine', 'NoPE', 'Option',
+    'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D', 'PositionEncoding',
     'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'TableCache', 'build_encoding', 'check_test_time_option',
     'detr_sine_embedding', 'iRPE', 'list_encodings', 'sincos_2d_embedding',
 ]

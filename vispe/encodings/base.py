@@ -126,6 +126,9 @@ class PositionEncoding(nn.Module):
             (local name -> timm name), so checkpoints load both ways.
         examples: option sets that build representative instances (the demo and the common
             tests build one model per example).
+        requires: what the positions must carry beyond a token grid (``('cameras',)`` for the camera
+            encodings of multi-view detectors); the 2D models, demos and benchmarks use the encodings that
+            require nothing.
         options: the declared constructor options (name -> :class:`~vispe.encodings.options.Option`),
             model facts included. Constructor arguments named there are checked before ``__init__``
             runs. On a built encoding, setting a declared test-time option checks the value, setting
@@ -138,6 +141,7 @@ class PositionEncoding(nn.Module):
     paper: ClassVar[str] = ''
     timm_names: ClassVar[dict[str, str]] = {}
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({},)
+    requires: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[dict[str, Option]] = {}
     declares_options: ClassVar[bool] = False
 

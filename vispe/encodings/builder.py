@@ -96,16 +96,17 @@ class EncodingInfo:
     hooks: tuple[str, ...]
     options: tuple[str, ...]
     paper: str
+    requires: tuple[str, ...] = ()
 
 
 class EncodingTable(list):
     """A list of :class:`EncodingInfo` that prints as a table."""
 
-    HEADER = ('name', 'family', 'hooks', 'options', 'paper')
+    HEADER = ('name', 'family', 'hooks', 'needs', 'options', 'paper')
 
     def rows(self) -> list[tuple[str, ...]]:
-        return [(info.name, info.family, ', '.join(info.hooks) or '-', ', '.join(info.options) or '-', info.paper)
-                for info in self]
+        return [(info.name, info.family, ', '.join(info.hooks) or '-', ', '.join(('grid', *info.requires)),
+                 ', '.join(info.options) or '-', info.paper) for info in self]
 
     def __str__(self) -> str:
         rows = [self.HEADER, *self.rows()]
@@ -136,8 +137,10 @@ def encoding_options(cls: type[PositionEncoding]) -> tuple[str, ...]:
     return tuple(options)
 
 
-def list_encodings() -> EncodingTable:
-    """Every registered encoding (built-in and plugins): name, family, hooks used, options, paper."""
+def list_encodings(image_only: bool = False) -> EncodingTable:
+    """Every registered encoding (built-in and plugins): name, family, hooks used, what its positions need,
+    options, paper. ``image_only``: only those that need nothing beyond a token grid (every ViT and DETR encoder
+    takes them; the camera encodings need the cameras of a multi-view detector)."""
     return EncodingTable(
-        EncodingInfo(name, cls.family, cls.hooks(), encoding_options(cls), cls.paper)
-        for name, cls in sorted(_registered_encodings().items()))
+        EncodingInfo(name, cls.family, cls.hooks(), encoding_options(cls), cls.paper, tuple(cls.requires))
+        for name, cls in sorted(_registered_encodings().items()) if not (image_only and cls.requires))

@@ -210,6 +210,8 @@ MODEL_FACTS: dict[str, Option] = {
                          doc='The patch size in pixels (height, width), filled in by the model.'),
     'num_prefix_tokens': Option(int, ge=0, doc='The cls and register tokens before the patches, filled in by '
                                               'the model.'),
+    'in_channels': Option(int, ge=1, doc='Channels of the backbone features an encoding reads (3DPPE\'s depth net), '
+                                         'filled in by the model.'),
 }
 
 

@@ -7,12 +7,14 @@ from vispe.geometry.cameras import Cameras
 from vispe.geometry.boxes import (
     BOX_CORNER_SIGNS, box_corners, boxes_from_mmdet3d_legacy, boxes_from_nuscenes, boxes_to_nuscenes, check_boxes,
     check_gravity_similarity, transform_boxes, wrap_angle)
-from vispe.geometry.frustum import depth_bins, depth_map_points, frustum_pixels, frustum_points, normalize_points
+from vispe.geometry.frustum import (depth_bins, depth_map_points, frustum_pixels, frustum_points, homogeneous_pixels,
+                                    lift, normalize_points)
 from vispe.geometry.augment import SceneTransform, crop_cameras, hflip_cameras, resize_cameras, transform_intrinsics
 
 __all__ = ['Positions', 'feature_grid_size', 'grid_coords', 'pad_prefix', 'pairwise_offsets', 'relative_offsets',
            'to_2tuple',
            'Cameras', 'BOX_CORNER_SIGNS', 'box_corners', 'boxes_from_mmdet3d_legacy', 'boxes_from_nuscenes',
            'boxes_to_nuscenes', 'check_boxes', 'check_gravity_similarity', 'transform_boxes', 'wrap_angle',
-           'depth_bins', 'depth_map_points', 'frustum_pixels', 'frustum_points', 'normalize_points',
+           'depth_bins', 'depth_map_points', 'frustum_pixels', 'frustum_points', 'homogeneous_pixels', 'lift',
+           'normalize_points',
            'SceneTransform', 'crop_cameras', 'hflip_cameras', 'resize_cameras', 'transform_intrinsics']

@@ -83,7 +83,8 @@ class Cameras:
             rotation / scale / flip / translation, see :class:`vispe.geometry.SceneTransform`); the
             scene frame of points and boxes is then ``A`` times the calibrated one. ``None`` means identity.
 
-    Derived matrices (cached, float32) refer to the current scene frame:
+    Derived matrices (cached, float32) refer to the current scene frame and are computed in float64 from the
+    inputs as given (float64 calibration keeps its precision until the final cast):
     ``extrinsics = lidar2cam @ A^-1``, ``lidar2img = viewpad(K) @ extrinsics``, ``img2lidar`` and
     ``cam2lidar`` their inverses (computed in float64).
     """
@@ -120,6 +121,7 @@ class Cameras:
         size = tuple(int(s) for s in self.image_size)
         if len(size) != 2 or min(size) <= 0:
             raise ValueError(f'image_size must be (H, W) with positive H and W, got {self.image_size}')
+        object.__setattr__(self, '_exact', (intrinsics.double(), lidar2cam.double(), scene.double()))
         object.__setattr__(self, 'intrinsics', intrinsics.to(torch.float32))
         object.__setattr__(self, 'lidar2cam', lidar2cam.to(torch.float32))
         object.__setattr__(self, 'scene_transform', scene.to(torch.float32).contiguous())
@@ -244,11 +246,13 @@ class Cameras:
         return self.intrinsics.device
 
     def _extrinsics64(self) -> torch.Tensor:
-        return self.lidar2cam.double() @ affine_inverse(self.scene_transform)[:, None]
+        _, lidar2cam, scene = self._exact
+        return lidar2cam @ affine_inverse(scene)[:, None]
 
     def _cam2lidar64(self) -> torch.Tensor:
-        rigid = inverse_transformation(self.lidar2cam.double().flatten(0, 1)).view_as(self.lidar2cam)
-        return self.scene_transform.double()[:, None] @ rigid
+        _, lidar2cam, scene = self._exact
+        rigid = inverse_transformation(lidar2cam.flatten(0, 1)).view_as(lidar2cam)
+        return scene[:, None] @ rigid
 
     @cached_property
     def extrinsics(self) -> torch.Tensor:
@@ -266,13 +270,14 @@ class Cameras:
     def lidar2img(self) -> torch.Tensor:
         """(B, V, 4, 4) scene frame -> homogeneous pixels ``(u·d, v·d, d, 1)``: ``viewpad(K) @ extrinsics``."""
         with no_autocast(self.device):
-            return (viewpad(self.intrinsics.double()) @ self._extrinsics64()).float()
+            return (viewpad(self._exact[0]) @ self._extrinsics64()).float()
 
     @cached_property
     def img2lidar(self) -> torch.Tensor:
-        """(B, V, 4, 4) inverse of :attr:`lidar2img`, computed in float64."""
+        """(B, V, 4, 4) inverse of :attr:`lidar2img`, computed in float64 from the float64 ``lidar2img`` as PETR
+        inverts it (``np.linalg.inv``), so the float32 result equals the reference's bit for bit."""
         with no_autocast(self.device):
-            return (self._cam2lidar64() @ viewpad(affine_inverse(self.intrinsics))).float()
+            return torch.linalg.inv(viewpad(self._exact[0]) @ self._extrinsics64()).float()
 
     def project(self, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scene-frame points to pixels and depths.
@@ -349,18 +354,20 @@ class Cameras:
     def index_views(self, index: Index) -> Cameras:
         """The cameras of the selected views (dim 1), e.g. ``[0, 2]`` or a slice."""
         index = [index] if isinstance(index, int) else index
-        return replace(self, intrinsics=self.intrinsics[:, index], lidar2cam=self.lidar2cam[:, index])
+        intrinsics, lidar2cam, scene = self._exact
+        return replace(self, intrinsics=intrinsics[:, index], lidar2cam=lidar2cam[:, index], scene_transform=scene)
 
     def index_samples(self, index: Index) -> Cameras:
         """The cameras of the selected samples (dim 0), e.g. a permutation of the batch."""
         index = [index] if isinstance(index, int) else index
-        return replace(self, intrinsics=self.intrinsics[index], lidar2cam=self.lidar2cam[index],
-                       scene_transform=self.scene_transform[index])
+        intrinsics, lidar2cam, scene = self._exact
+        return replace(self, intrinsics=intrinsics[index], lidar2cam=lidar2cam[index], scene_transform=scene[index])
 
     def to(self, device: torch.device | str) -> Cameras:
         """The same cameras on ``device``."""
-        return replace(self, intrinsics=self.intrinsics.to(device), lidar2cam=self.lidar2cam.to(device),
-                       scene_transform=self.scene_transform.to(device))
+        intrinsics, lidar2cam, scene = self._exact
+        return replace(self, intrinsics=intrinsics.to(device), lidar2cam=lidar2cam.to(device),
+                       scene_transform=scene.to(device))
 
 
 def _image_size(sample: Mapping[str, Any], index: int) -> tuple[int, int]:

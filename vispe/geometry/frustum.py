@@ -12,9 +12,10 @@ from typing import Literal, Sequence
 
 import torch
 
-from vispe.geometry.cameras import Cameras
+from vispe.geometry.cameras import DEPTH_EPS, Cameras, no_autocast
 
-__all__ = ['depth_bins', 'depth_map_points', 'frustum_pixels', 'frustum_points', 'normalize_points']
+__all__ = ['depth_bins', 'depth_map_points', 'frustum_pixels', 'frustum_points', 'homogeneous_pixels', 'lift',
+           'normalize_points']
 
 PixelMode = Literal['corner', 'center']
 
@@ -24,18 +25,17 @@ def depth_bins(num: int, start: float, stop: float, mode: Literal['LID', 'UD'] =
     """(num,) float32 depths ``d_i``, i = 0..D-1 (D = num), PETR's bins.
 
     'LID' (linear-increasing): ``d_i = start + (stop - start) / (D (D + 1)) · i (i + 1)``.
-    'UD' (uniform): ``d_i = start + i (stop - start) / D``. Neither reaches ``stop``.
+    'UD' (uniform): ``d_i = start + i (stop - start) / D``. Neither reaches ``stop``. Computed in float32 in
+    PETR's order of operations, so the bins equal the reference's bit for bit.
     """
     if num < 1 or not stop > start:
         raise ValueError(f'depth_bins needs num >= 1 and stop > start, got num={num}, start={start}, stop={stop}')
-    index = torch.arange(num, device=device, dtype=torch.float64)
+    index = torch.arange(num, device=device, dtype=torch.float32)
     if mode == 'LID':
-        depth = start + (stop - start) / (num * (num + 1)) * index * (index + 1)
-    elif mode == 'UD':
-        depth = start + (stop - start) / num * index
-    else:
-        raise ValueError(f"depth_bins mode must be 'LID' or 'UD', got {mode!r}")
-    return depth.float()
+        return start + (stop - start) / (num * (1 + num)) * index * (index + 1)
+    if mode == 'UD':
+        return start + (stop - start) / num * index
+    raise ValueError(f"depth_bins mode must be 'LID' or 'UD', got {mode!r}")
 
 
 def frustum_pixels(feat_size: Sequence[int], image_size: Sequence[int], pixel: PixelMode = 'corner',
@@ -49,6 +49,20 @@ def frustum_pixels(feat_size: Sequence[int], image_size: Sequence[int], pixel: P
     cols = (torch.arange(width, device=device, dtype=torch.float64) + offset) * img_w / width - offset
     v, u = torch.meshgrid(rows, cols, indexing='ij')
     return torch.stack([u, v], -1).float()
+
+
+def homogeneous_pixels(pixels: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
+    """PETR's homogeneous image points ``(u·max(d, 1e-5), v·max(d, 1e-5), d, 1)``: (..., 2) and (...) -> (..., 4)."""
+    scaled = pixels * depth.clamp(min=DEPTH_EPS)[..., None]
+    return torch.cat([scaled, depth[..., None], torch.ones_like(depth[..., None])], -1)
+
+
+def lift(img2lidar: torch.Tensor, homogeneous: torch.Tensor) -> torch.Tensor:
+    """``img2lidar @ p`` keeping x, y, z, as PETR computes it (a batched 4×4 product in float32, no division by
+    the homogeneous coordinate): (B, V, 4, 4) and (B|1, V|1, N, 4) -> (B, V, N, 3)."""
+    with no_autocast(img2lidar.device):
+        product = torch.matmul(img2lidar[:, :, None, :3, :].float(), homogeneous.float()[..., None])
+    return product[..., 0]
 
 
 def frustum_points(cameras: Cameras, feat_size: Sequence[int], depths: torch.Tensor,
@@ -68,12 +82,11 @@ def frustum_points(cameras: Cameras, feat_size: Sequence[int], depths: torch.Ten
         raise ValueError(f'depths must have shape (D,), got {tuple(depths.shape)}; use depth_map_points for a '
                          f'(B, V, h, w) depth map')
     height, width = feat_size
-    batch, views = cameras.num_samples, cameras.num_views
     uv = frustum_pixels(feat_size, cameras.image_size, pixel, cameras.device)
-    num = height * width * depths.numel()
-    pixels = uv[:, :, None].expand(height, width, depths.numel(), 2).reshape(1, num, 2).expand(batch, num, 2)
-    depth = depths.to(cameras.device, torch.float32).expand(height, width, -1).reshape(1, num).expand(batch, num)
-    return cameras.unproject(pixels, depth).view(batch, views, height, width, depths.numel(), 3)
+    depth = depths.to(cameras.device, torch.float32).expand(height, width, -1)
+    homogeneous = homogeneous_pixels(uv[:, :, None].expand(height, width, depths.numel(), 2), depth)
+    points = lift(cameras.img2lidar, homogeneous.reshape(1, 1, -1, 4))
+    return points.view(cameras.num_samples, cameras.num_views, height, width, depths.numel(), 3)
 
 
 def depth_map_points(cameras: Cameras, depth: torch.Tensor, pixel: PixelMode = 'corner') -> torch.Tensor:
@@ -87,14 +100,15 @@ def depth_map_points(cameras: Cameras, depth: torch.Tensor, pixel: PixelMode = '
                          f'{tuple(depth.shape)}')
     height, width = depth.shape[-2:]
     uv = frustum_pixels((height, width), cameras.image_size, pixel, cameras.device).view(1, 1, -1, 2)
-    points = cameras.unproject(uv.expand(batch, views, -1, 2), depth.flatten(2))
+    points = lift(cameras.img2lidar, homogeneous_pixels(uv, depth.flatten(2).float()))
     return points.view(batch, views, height, width, 3)
 
 
 def normalize_points(points: torch.Tensor, position_range: Sequence[float]) -> torch.Tensor:
     """``(p - min) / (max - min)`` per axis, ``position_range = (xmin, ymin, zmin, xmax, ymax, zmax)``.
 
-    Points inside the range map to [0, 1]; (..., 3) -> (..., 3) float32.
+    Points inside the range map to [0, 1]; (..., 3) -> (..., 3) float32. The extents are taken in double
+    precision before the float32 divide, as PETR divides by Python floats.
     """
     if points.shape[-1:] != (3,):
         raise ValueError(f'points must have shape (..., 3), got {tuple(points.shape)}')
@@ -102,5 +116,6 @@ def normalize_points(points: torch.Tensor, position_range: Sequence[float]) -> t
         raise ValueError(f'position_range must be (xmin, ymin, zmin, xmax, ymax, zmax) with max > min on every '
                          f'axis, got {position_range}')
     low = torch.tensor(position_range[:3], dtype=torch.float32, device=points.device)
-    high = torch.tensor(position_range[3:], dtype=torch.float32, device=points.device)
-    return (points.float() - low) / (high - low)
+    extent = torch.tensor([float(hi) - float(lo) for lo, hi in zip(position_range[:3], position_range[3:])],
+                          dtype=torch.float32, device=points.device)
+    return (points.float() - low) / extent

@@ -39,6 +39,8 @@ class Positions:
     * ``valid_mask``: validity, (B, h, w) for a padded grid (each image in the top-left corner),
       (B, V, h, w) for views (a missing view is all False), (B, N) for other tokens;
     * ``cameras``: a typed batch of cameras (:class:`vispe.geometry.Cameras`) of the views;
+    * ``depth`` (B, V, H, W): measured depth of the views' pixels in metres (LiDAR projected into the images),
+      0 where unknown; 3DPPE reads it as ground truth;
     * ``boxes`` (B, N, 7): per-token 3D boxes (x, y, z, l, w, h, yaw), the per-layer state of a decoder
       whose queries refine boxes layer by layer (V-DETR); :meth:`updated` makes the next layer's object.
 
@@ -56,6 +58,7 @@ class Positions:
         num_views: views of the grid (1 for a single image).
         cameras: optional cameras of the views.
         boxes: optional (B, N, 7) boxes of the positioned tokens.
+        depth: optional (B, V, H, W) measured pixel depth of the views (0 = unknown).
         num_positions: the positioned-token count when there is neither a grid nor coordinates.
     """
 
@@ -68,6 +71,7 @@ class Positions:
     num_views: int = 1
     cameras: Any = None
     boxes: torch.Tensor | None = None
+    depth: torch.Tensor | None = None
     num_positions: int | None = None
     _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
@@ -77,6 +81,7 @@ class Positions:
         self.device = torch.device(self.device)
         _check_rank('coords', self.coords, (2, 3), '(N, D) or (B, N, D)')
         _check_rank('boxes', self.boxes, (3,), '(B, N, 7)')
+        _check_rank('depth', self.depth, (4,), '(B, V, H, W)')
         if self.num_views < 1:
             raise ValueError(f'Positions.num_views must be at least 1; got {self.num_views}.')
         if self.num_positions is None:

@@ -1,0 +1,211 @@
+"""What the camera encodings of multi-view 3D detectors share (PETR, 3DPPE and the multi-view 2D sine).
+
+These encodings give the memory tokens of V camera images a key embedding from the cameras (added to the
+keys of every cross-attention layer, not to the values) and give object queries their embedding from 3D
+reference points (:class:`CameraEncoding`); the ``embed`` hook (tokens + key embedding) serves any other model
+of multi-view tokens.
+
+Functions here follow megvii-research/PETR (``pos2posemb3d`` of ``petr_head.py``,
+``SinePositionalEncoding3D``) and mmdet's ``inverse_sigmoid``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from vispe.encodings.base import PositionEncoding
+from vispe.encodings.options import Option, model_fact
+from vispe.geometry import Positions
+from vispe.registry import ENCODINGS
+
+
+def inverse_sigmoid(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """mmdet's ``inverse_sigmoid``: ``log(x / (1 - x))`` of ``x`` clamped to [0, 1], each side at least ``eps``."""
+    x = x.clamp(0, 1)
+    return torch.log(x.clamp(min=eps) / (1 - x).clamp(min=eps))
+
+
+def sine_features(values: torch.Tensor, num_feats: int, temperature: float, interleave: bool = True) -> torch.Tensor:
+    """(...,) -> (..., num_feats): ``values / τ_j`` with ``τ_j = temperature^(2⌊j/2⌋/num_feats)``, sine of the even
+    j and cosine of the odd j, interleaved (``pos2posemb3d``, DETR) or as a sine half then a cosine half
+    (``SinePositionalEncoding3D``, whose stack runs over the 5-D tensor's fourth axis)."""
+    steps = torch.arange(num_feats, dtype=torch.float32, device=values.device)
+    inverse = temperature ** (2 * torch.div(steps, 2, rounding_mode='floor') / num_feats)
+    angles = values[..., None].float() / inverse
+    parts = (angles[..., 0::2].sin(), angles[..., 1::2].cos())
+    return torch.stack(parts, -1).flatten(-2) if interleave else torch.cat(parts, -1)
+
+
+def pos2posemb3d(points: torch.Tensor, num_feats: int = 128, temperature: float = 10000.) -> torch.Tensor:
+    """PETR's ``pos2posemb3d``: (..., 3) points ``(x, y, z)`` scaled by 2π -> (..., 3·num_feats) sine features
+    concatenated in the order (y, x, z)."""
+    scaled = points * (2 * math.pi)
+    x, y, z = (sine_features(scaled[..., axis], num_feats, temperature) for axis in range(3))
+    return torch.cat([y, x, z], -1)
+
+
+def multiview_sine_embedding(valid_mask: torch.Tensor, num_feats: int, temperature: float = 10000.,
+                             scale: float = 2 * math.pi, eps: float = 1e-6) -> torch.Tensor:
+    """PETR's ``SinePositionalEncoding3D`` (normalised, offset 0) over (camera, row, column).
+
+    Each real cell's camera, row and column positions are running counts of real cells over the views, the
+    rows and the columns (1-based), divided by the count at the last view / row / column and scaled by
+    ``scale``; each becomes ``num_feats`` features (sine half, then cosine half), concatenated as
+    (camera, row, column).
+
+    Args:
+        valid_mask: (B, V, h, w) bool, True on real cells.
+        num_feats: features per axis (PETR: 128 = embed_dim / 2).
+
+    Returns:
+        (B, V, 3·num_feats, h, w) float32.
+    """
+    real = valid_mask.to(torch.float32)
+    view = real.cumsum(1)
+    row = real.cumsum(2)
+    col = real.cumsum(3)
+    view = view / (view[:, -1:] + eps) * scale
+    row = row / (row[:, :, -1:] + eps) * scale
+    col = col / (col[:, :, :, -1:] + eps) * scale
+    features = [sine_features(axis, num_feats, temperature, interleave=False) for axis in (view, row, col)]
+    return torch.cat(features, -1).permute(0, 1, 4, 2, 3)
+
+
+def pointwise_mlp(in_channels: int, hidden: int, out_channels: int) -> nn.Sequential:
+    """1×1 convolution, ReLU, 1×1 convolution (PETR's ``position_encoder`` and ``adapt_pos3d``)."""
+    return nn.Sequential(nn.Conv2d(in_channels, hidden, 1), nn.ReLU(inplace=True), nn.Conv2d(hidden, out_channels, 1))
+
+
+def query_mlp(in_features: int, embed_dim: int) -> nn.Sequential:
+    """Linear, ReLU, Linear (PETR's ``query_embedding``; 3DPPE's shared ``position_encoder``)."""
+    return nn.Sequential(nn.Linear(in_features, embed_dim), nn.ReLU(inplace=True), nn.Linear(embed_dim, embed_dim))
+
+
+@dataclass
+class FeatureEncoding:
+    """What :meth:`CameraEncoding.encode_features` returns.
+
+    Attributes:
+        features: (B·V, C', h, w) the feature maps the memory is projected from (3DPPE: its depth net's context
+            features; the others return their input).
+        extras: what :meth:`~CameraEncoding.key_embedding` and :meth:`~CameraEncoding.losses` need (3DPPE: the
+            depth predictions).
+    """
+
+    features: torch.Tensor
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def multiview_grid(pos: Positions, user: str) -> tuple[int, int, int]:
+    """(V, h, w) of positions that describe V camera grids with cameras, or an error naming what is missing."""
+    if pos.grid_size is None or pos.cameras is None:
+        missing = 'a grid' if pos.grid_size is None else 'cameras'
+        raise ValueError(f'{user} encodes the feature grids of camera images from their cameras; these positions have '
+                         f'no {missing}. Build Positions(grid_size=(h, w), num_views=V, cameras=Cameras(...)) (the '
+                         f'multi-view detectors do it from the data samples: intrinsics, lidar2cam, pad_shape).')
+    return pos.num_views, *pos.grid_size
+
+
+def views_valid(pos: Positions, batch: int) -> torch.Tensor:
+    """(B, V, h, w) validity of the cells of ``pos`` (all True without a mask)."""
+    views, height, width = multiview_grid(pos, 'The multi-view sine embedding')
+    if pos.valid_mask is None:
+        return torch.ones(batch, views, height, width, dtype=torch.bool, device=pos.device)
+    return pos.valid_mask.reshape(-1, views, height, width).expand(batch, -1, -1, -1)
+
+
+def adapted_sine(adapt_pos3d: nn.Module, pos: Positions, batch: int, embed_dim: int,
+                 temperature: float = 10000.) -> torch.Tensor:
+    """(B, V·h·w, C): ``adapt_pos3d`` of the multi-view sine table of ``pos`` (C/2 features per axis)."""
+    sine = multiview_sine_embedding(views_valid(pos, batch), embed_dim // 2, temperature)
+    adapted = adapt_pos3d(sine.flatten(0, 1)).unflatten(0, sine.shape[:2])
+    return adapted.permute(0, 1, 3, 4, 2).flatten(1, 3)
+
+
+class CameraEncoding(PositionEncoding):
+    """Base of the encodings of camera tokens: a key embedding of the memory from the cameras, a query embedding of
+    3D reference points (normalised to [0, 1] in the encoding's position range), optional auxiliary losses.
+
+    A detector calls, once per forward, :meth:`encode_features` on the backbone's feature maps (before its input
+    projection, whose input width is :meth:`out_channels`), :meth:`key_embedding` for the memory's keys and
+    :meth:`encode_queries` for its queries. ``requires = ('cameras',)``: positions must carry cameras, so the 2D
+    models (ViTs, DETR's encoder) and their tests leave these encodings out.
+    """
+
+    family: ClassVar[str] = 'camera'
+    requires: ClassVar[tuple[str, ...]] = ('cameras',)
+
+    def out_channels(self, in_channels: int) -> int:
+        """Channels of :meth:`encode_features`' output for backbone features of ``in_channels``."""
+        return in_channels
+
+    def encode_features(self, features: torch.Tensor, pos: Positions) -> FeatureEncoding:
+        """(B·V, C, h, w) backbone features of the cameras of ``pos`` -> :class:`FeatureEncoding` (unchanged here)."""
+        return FeatureEncoding(features)
+
+    def key_embedding(self, pos: Positions, batch: int, extras: dict[str, Any]) -> torch.Tensor:
+        """(B, V·h·w, C) key embedding of the memory tokens (view-major) of ``pos``."""
+        raise NotImplementedError
+
+    def encode_queries(self, reference: torch.Tensor) -> torch.Tensor:
+        """(..., Q, 3) reference points in [0, 1] -> (..., Q, C) query embeddings."""
+        raise NotImplementedError
+
+    def losses(self, extras: dict[str, Any], pos: Positions) -> dict[str, torch.Tensor]:
+        """Auxiliary losses from :attr:`FeatureEncoding.extras` and ``pos`` (e.g. its measured ``depth``); none by
+        default."""
+        return {}
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        """Multi-view tokens (B, V·h·w, C) -> encoded features + key embedding (as an absolute encoding)."""
+        views, height, width = multiview_grid(pos, type(self).__name__)
+        batch = x.shape[0]
+        grid = x.view(batch * views, height, width, -1).permute(0, 3, 1, 2)
+        encoded = self.encode_features(grid, pos)
+        tokens = encoded.features.view(batch, views, -1, height, width).permute(0, 1, 3, 4, 2).flatten(1, 3)
+        return tokens + self.key_embedding(pos, batch, encoded.extras).to(x.dtype)
+
+
+@ENCODINGS.register_module()
+class MultiViewSine(CameraEncoding):
+    """PETR's multi-view 2D sine embedding alone: which camera, which row, which column (no 3D). The "no 3D PE"
+    baseline of the multi-view detectors (PETR's 2D-PE ablation), and the 2D branch PETR and 3DPPE add.
+
+    Keys: ``adapt_pos3d(sine(camera, row, column))``, ``adapt_pos3d`` = 1×1 conv (3C/2 -> 4C), ReLU, 1×1 conv
+    (4C -> C). Queries: ``query_embedding(pos2posemb3d(reference))``, Linear (3C/2 -> C), ReLU, Linear (C -> C),
+    PETR's query embedding of its learnable reference points. Padded cells (``pos.valid_mask``) do not count.
+
+    Args:
+        embed_dim: C (even).
+        temperature: the sine base (10000).
+
+    Shapes: key_embedding(pos of V grids (h, w), B) -> (B, V·h·w, C); encode_queries((..., Q, 3)) -> (..., Q, C).
+    """
+
+    paper: ClassVar[str] = 'PETR (2D multi-view branch), Liu et al. ECCV 2022'
+    examples: ClassVar[tuple[dict[str, Any], ...]] = ({},)
+    options: ClassVar[dict[str, Option]] = {
+        'embed_dim': model_fact('embed_dim', multiple_of=2, doc='The token width C: the sine table has 3 x C/2 '
+                                                               'features, so it must be even.'),
+        'temperature': Option(float, gt=0, doc='The sine base is positive (PETR uses 10000); fixed at build.'),
+    }
+
+    def __init__(self, embed_dim: int, temperature: float = 10000.) -> None:
+        super().__init__()
+        self.embed_dim = embed_dim
+        self.temperature = temperature
+        self.adapt_pos3d = pointwise_mlp(embed_dim * 3 // 2, embed_dim * 4, embed_dim)
+        self.query_embedding = query_mlp(embed_dim * 3 // 2, embed_dim)
+
+    def key_embedding(self, pos: Positions, batch: int, extras: dict[str, Any]) -> torch.Tensor:
+        return adapted_sine(self.adapt_pos3d, pos, batch, self.embed_dim, self.temperature)
+
+    def encode_queries(self, reference: torch.Tensor) -> torch.Tensor:
+        return self.query_embedding(pos2posemb3d(reference, self.embed_dim // 2))
+
+    def extra_repr(self) -> str:
+        return f'embed_dim={self.embed_dim}'
