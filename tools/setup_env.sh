@@ -13,8 +13,9 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   exit 1
 fi
 
-# Debian packages the project needs: Fashion-MNIST (real data for training and evaluation, offline).
-debian_packages=(dataset-fashion-mnist)
+# Debian packages the project needs: Fashion-MNIST (real data for training and evaluation, offline), the
+# library open3d's CPU wheel links against, and the BSD test meshes of assimp (the mv-scenes objects).
+debian_packages=(dataset-fashion-mnist libusb-1.0-0 assimp-testmodels)
 missing=()
 for package in "${debian_packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
@@ -39,5 +40,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "Installing vispe and its dependencies into $venv (first run: several minutes, torch is large)"
   "$venv/bin/python" -m pip install --quiet --upgrade pip
   "$venv/bin/python" -m pip install --quiet -e '.[dev]'
+  # nuScenes' devkit for its detection evaluation, without its numpy<2 pin (see pyproject.toml, extra "nuscenes").
+  "$venv/bin/python" -m pip install --quiet --no-deps nuscenes-devkit==1.2.0
   echo "$want" > "$stamp"
 fi

@@ -2,6 +2,9 @@
 from vispe.datasets.coco_detection import CocoDetection, detr_collate
 from vispe.datasets.fashion_mnist import FashionMNIST
 from vispe.datasets.image_folder import ImageFolderDataset
+from vispe.datasets.multiview_detection import MultiViewDetection, multiview_collate
+from vispe.datasets.nuscenes_tables import NuScenesTables
 from vispe.datasets.transforms import classification_transform
 
-__all__ = ['CocoDetection', 'FashionMNIST', 'ImageFolderDataset', 'classification_transform', 'detr_collate']
+__all__ = ['CocoDetection', 'FashionMNIST', 'ImageFolderDataset', 'MultiViewDetection', 'NuScenesTables',
+           'classification_transform', 'detr_collate', 'multiview_collate']
