@@ -1,0 +1,258 @@
+"""A PETR-style multi-view 3D detector for mmengine's Runner (Liu et al., ECCV 2022; 3DPPE, Shu et al., ICCV 2023).
+
+Images of V cameras go through one timm backbone (``features_only``, shared by the views) and a 1×1 input
+projection; a camera encoding (:class:`~vispe.encodings.PETR`, :class:`~vispe.encodings.PPE3D`,
+:class:`~vispe.encodings.MultiViewSine`) gives the memory its key embedding and the learnable 3D reference
+points their query embedding; a decoder of self- and cross-attention layers runs the queries over the tokens of
+all cameras; per-layer heads give class logits (sigmoid) and box codes whose centres are offsets from the
+reference points in inverse-sigmoid space. Matching, losses and NMS-free decoding are PETR's.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from mmengine.model import BaseModel
+from torch import nn
+
+from vispe.encodings import build_encoding
+from vispe.encodings.camera import CameraEncoding, inverse_sigmoid
+from vispe.geometry import Cameras, Positions
+from vispe.models.inputs import check_image_batch, check_nonfinite_option, value_checks_enabled
+from vispe.models.petr.box_coder import denormalize_centers, nms_free_decode
+from vispe.models.petr.criterion import PETRCriterion
+from vispe.models.petr.transformer import PETRDecoder
+from vispe.registry import MODELS
+
+NUSCENES_PC_RANGE = (-51.2, -51.2, -5.0, 51.2, 51.2, 3.0)
+
+
+def classification_branch(embed_dim: int, num_classes: int, num_fcs: int = 2) -> nn.Sequential:
+    """PETR's ``cls_branch``: (Linear, LayerNorm, ReLU) × num_fcs, Linear to K logits (bias at prior 0.01)."""
+    layers: list[nn.Module] = []
+    for _ in range(num_fcs):
+        layers += [nn.Linear(embed_dim, embed_dim), nn.LayerNorm(embed_dim), nn.ReLU(inplace=True)]
+    head = nn.Linear(embed_dim, num_classes)
+    nn.init.constant_(head.bias, -math.log((1 - 0.01) / 0.01))
+    return nn.Sequential(*layers, head)
+
+
+def regression_branch(embed_dim: int, code_size: int, num_fcs: int = 2) -> nn.Sequential:
+    """PETR's ``reg_branch``: (Linear, ReLU) × num_fcs, Linear to the box code."""
+    layers: list[nn.Module] = []
+    for _ in range(num_fcs):
+        layers += [nn.Linear(embed_dim, embed_dim), nn.ReLU(inplace=True)]
+    return nn.Sequential(*layers, nn.Linear(embed_dim, code_size))
+
+
+def check_view_masks(masks: torch.Tensor | None, images: torch.Tensor) -> None:
+    """masks (B, V, H, W) bool, True on real pixels, each present view's real pixels a top-left rectangle, and at
+    least one present view per sample."""
+    if masks is None:
+        return
+    if not isinstance(masks, torch.Tensor) or masks.dtype != torch.bool:
+        raise TypeError(f'masks must be a bool tensor (B, V, H, W), True on real pixels; got '
+                        f'{getattr(masks, "dtype", type(masks).__name__)}. vispe.multiview_collate makes them.')
+    expected = (*images.shape[:2], *images.shape[-2:])
+    if tuple(masks.shape) != expected:
+        raise ValueError(f'masks must have shape (B, V, H, W) = {expected} to match the images '
+                         f'{tuple(images.shape)}; got {tuple(masks.shape)}.')
+    if not value_checks_enabled(masks):
+        return
+    flat = masks.flatten(0, 1)
+    rows, cols = flat.any(2).sum(1), flat.any(1).sum(1)
+    rectangle = ((torch.arange(flat.shape[1], device=flat.device) < rows[:, None])[:, :, None]
+                 & (torch.arange(flat.shape[2], device=flat.device) < cols[:, None])[:, None, :])
+    bad = ~(flat == rectangle).flatten(1).all(1)
+    if bool(bad.any()):
+        index = int(torch.nonzero(bad)[0, 0])
+        raise ValueError(f'masks of sample {index // masks.shape[1]}, view {index % masks.shape[1]} are not a '
+                         f'top-left rectangle of real pixels: views sit in the top-left corner, padded at the bottom '
+                         f'and right, with the mask True on real pixels (vispe.multiview_collate).')
+    empty = ~masks.flatten(2).any(2).any(1)
+    if bool(empty.any()):
+        raise ValueError(f'sample {int(torch.nonzero(empty)[0, 0])} has no real pixel in any view: a detector '
+                         f'cannot predict from nothing; drop the sample.')
+
+
+@MODELS.register_module()
+class PETRDetector(BaseModel):
+    """PETR / 3DPPE multi-view 3D detector.
+
+    ``forward(inputs, masks, data_samples, mode)``: inputs (B, V, 3, H, W), masks (B, V, H, W) True on real pixels
+    (a missing view all False), data samples with the cameras (``intrinsics``, ``lidar2cam``, ``pad_shape``) and in
+    training ``gt_boxes`` (G, 7) and ``gt_labels`` (G,) (and ``depth`` (V, H, W) for a depth-supervised encoding).
+    'loss' -> losses (``d{i}.`` for the auxiliary layers; the encoding's own, e.g. 3DPPE's depth losses);
+    'predict' -> per sample ``dict(sample_token, boxes_3d (k, 7), scores (k,), labels_3d (k,))`` in the scene frame;
+    'tensor' -> ``dict(logits (L, B, Q, K), code (L, B, Q, C))``.
+
+    Args:
+        backbone: config of a module with ``channels`` and ``stride`` (``dict(type='TimmFeatures', ...)``).
+        num_classes: K.
+        encoding: the camera encoding's config (PETR, PPE3D, MultiViewSine).
+        decoder: :class:`PETRDecoder` arguments.
+        num_queries: learnable 3D reference points (PETR: 900).
+        embed_dim: d (256).
+        pc_range: (xmin, ymin, zmin, xmax, ymax, zmax) that predicted centres span (nuScenes: ±51.2, −5..3).
+        code_size: 8, or 10 with velocities (nuScenes).
+        code_weights: L1 weight per code channel (default 1, and 0.2 for velocities).
+        cls_weight, bbox_weight: loss and matching weights (2.0, 0.25).
+        max_detections: boxes kept per sample (300).
+        post_center_range: decoded centres outside it are dropped (default: pc_range widened by 10 m, as PETR).
+        score_threshold: minimum score kept at inference (None).
+        num_reg_fcs: hidden layers of the heads (2).
+        nonfinite_inputs: 'raise', 'warn' or 'ignore' for NaN/inf pixels.
+    """
+
+    def __init__(self, backbone: dict, num_classes: int, encoding: dict | None = None, decoder: dict | None = None,
+                 num_queries: int = 900, embed_dim: int = 256, pc_range: Sequence[float] = NUSCENES_PC_RANGE,
+                 code_size: int = 10, code_weights: Sequence[float] | None = None, cls_weight: float = 2.0,
+                 bbox_weight: float = 0.25, max_detections: int = 300,
+                 post_center_range: Sequence[float] | None = None, score_threshold: float | None = None,
+                 num_reg_fcs: int = 2, nonfinite_inputs: str = 'raise', data_preprocessor: dict | None = None,
+                 init_cfg: dict | None = None) -> None:
+        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        if len(pc_range) != 6 or any(hi <= lo for lo, hi in zip(pc_range[:3], pc_range[3:])):
+            raise ValueError(f'pc_range must be (xmin, ymin, zmin, xmax, ymax, zmax) with max > min; got {pc_range}.')
+        self.nonfinite_inputs = check_nonfinite_option(nonfinite_inputs)
+        self.backbone = MODELS.build(backbone)
+        self.encoding = build_encoding(encoding or dict(type='PETR'), embed_dim=embed_dim,
+                                       in_channels=self.backbone.channels)
+        if not isinstance(self.encoding, CameraEncoding):
+            raise TypeError(f'PETRDetector needs a camera encoding (PETR, PPE3D, MultiViewSine, or a subclass of '
+                            f'vispe.encodings.CameraEncoding); got {type(self.encoding).__name__}.')
+        self.input_proj = nn.Conv2d(self.encoding.out_channels(self.backbone.channels), embed_dim, kernel_size=1)
+        self.decoder = PETRDecoder(embed_dim=embed_dim, **(decoder or {}))
+        self.reference_points = nn.Embedding(num_queries, 3)
+        cls_branch = classification_branch(embed_dim, num_classes, num_reg_fcs)
+        reg_branch = regression_branch(embed_dim, code_size, num_reg_fcs)
+        # PETR without box refinement shares one branch between the layers (its checkpoints list it per layer).
+        self.cls_branches = nn.ModuleList([cls_branch] * len(self.decoder.layers))
+        self.reg_branches = nn.ModuleList([reg_branch] * len(self.decoder.layers))
+        self.num_classes = num_classes
+        self.pc_range = tuple(float(v) for v in pc_range)
+        self.post_center_range = tuple(post_center_range) if post_center_range is not None else (
+            *(v - 10 for v in self.pc_range[:3]), *(v + 10 for v in self.pc_range[3:]))
+        self.max_detections = max_detections
+        self.score_threshold = score_threshold
+        weights = code_weights if code_weights is not None else (1.0,) * 8 + (0.2,) * (code_size - 8)
+        if len(weights) != code_size:
+            raise ValueError(f'code_weights needs one weight per code channel ({code_size}); got {len(weights)}.')
+        self.criterion = PETRCriterion(num_classes, weights, cls_weight, bbox_weight)
+        self._init_transformer()
+
+    def _init_transformer(self) -> None:
+        """PETR's initialisation: Xavier-uniform decoder matrices, reference points U(0, 1)."""
+        for parameter in self.decoder.parameters():
+            if parameter.dim() > 1:
+                nn.init.xavier_uniform_(parameter)
+        nn.init.uniform_(self.reference_points.weight, 0, 1)
+
+    def check_inputs(self, inputs: torch.Tensor, masks: torch.Tensor | None) -> None:
+        """Images (B, V, 3, H, W) of at least one stride a side, on the model's device and dtype, finite; masks."""
+        if not isinstance(inputs, torch.Tensor) or inputs.ndim != 5:
+            shape = tuple(inputs.shape) if isinstance(inputs, torch.Tensor) else type(inputs).__name__
+            raise ValueError(f'PETRDetector takes the images of all cameras as (B, V, 3, H, W); got {shape}. '
+                             f'vispe.multiview_collate stacks the views of each sample.')
+        stride = self.backbone.stride
+        check_image_batch(inputs.flatten(0, 1), getattr(self.backbone, 'in_chans', None),
+                          next(self.backbone.parameters(), None), self.nonfinite_inputs, min_side=stride,
+                          min_side_reason=f'the backbone reduces by {stride}')
+        check_view_masks(masks, inputs)
+
+    def memory_positions(self, batch: int, views: int, feat_size: Sequence[int], masks: torch.Tensor | None,
+                         cameras: Cameras, depth: torch.Tensor | None = None) -> Positions:
+        """The memory's positions: V grids of (h, w) cells, their validity (masks resized, nearest), the cameras and
+        the measured pixel depth (B, V, H, W) when the data has it."""
+        valid = None
+        if masks is not None:
+            valid = F.interpolate(masks.flatten(0, 1)[:, None].float(), size=tuple(feat_size))[:, 0].bool()
+            valid = valid.view(batch, views, *feat_size)
+        stride = self.backbone.stride
+        return Positions(tuple(feat_size), 0, (stride, stride), cameras.device, valid_mask=valid, num_views=views,
+                         cameras=cameras, depth=depth)
+
+    def predict_sets(self, inputs: torch.Tensor, masks: torch.Tensor | None,
+                     data_samples: list[Mapping[str, Any]] | None) -> dict[str, Any]:
+        """Class logits (L, B, Q, K) and box codes (L, B, Q, C), centres in metres; the memory's positions and the
+        encoding's extras."""
+        self.check_inputs(inputs, masks)
+        cameras = Cameras.from_batch(data_samples, inputs.device)
+        if cameras is None:
+            raise ValueError('PETRDetector needs each data sample\'s cameras (intrinsics, lidar2cam, pad_shape); '
+                             'MultiViewDetection gives them.')
+        cameras.check_images(inputs)
+        batch, views = inputs.shape[:2]
+        features = self.backbone(inputs.flatten(0, 1))
+        pos = self.memory_positions(batch, views, features.shape[-2:], masks, cameras,
+                                    self.depth_maps(data_samples, inputs.device))
+        encoded = self.encoding.encode_features(features, pos)
+        features = self.input_proj(encoded.features)
+        memory = features.view(batch, views, *features.shape[1:]).permute(0, 1, 3, 4, 2).flatten(1, 3)
+        key_embed = self.encoding.key_embedding(pos, batch, encoded.extras).to(memory.dtype)
+        reference = self.reference_points.weight
+        query_pos = self.encoding.encode_queries(reference)[None].expand(batch, -1, -1)
+        hidden = self.decoder(query_pos, memory, key_embed, pos.token_valid())
+        logits = torch.stack([branch(layer) for branch, layer in zip(self.cls_branches, hidden)])
+        raw = torch.stack([branch(layer) for branch, layer in zip(self.reg_branches, hidden)])
+        anchor = inverse_sigmoid(reference)
+        centers = torch.cat([raw[..., 0:2] + anchor[:, 0:2], raw[..., 2:4], raw[..., 4:5] + anchor[:, 2:3],
+                             raw[..., 5:]], -1)
+        normalised = torch.cat([centers[..., 0:2].sigmoid(), centers[..., 2:4], centers[..., 4:5].sigmoid(),
+                                centers[..., 5:]], -1)
+        return dict(logits=logits, code=denormalize_centers(normalised, self.pc_range), pos=pos,
+                    extras=encoded.extras)
+
+    def targets(self, data_samples: list[Mapping[str, Any]], device: torch.device) -> tuple[list, list, list | None]:
+        """Per sample gt boxes (G, 7), labels (G,) and, for a 10-channel code, velocities (G, 2), checked."""
+        boxes, labels, velocities = [], [], []
+        for index, sample in enumerate(data_samples):
+            if not isinstance(sample, Mapping) or 'gt_boxes' not in sample or 'gt_labels' not in sample:
+                raise ValueError(f'data_samples[{index}] needs gt_boxes (G, 7) and gt_labels (G,) for the loss '
+                                 f'(MultiViewDetection gives them).')
+            sample_boxes = torch.as_tensor(sample['gt_boxes'], dtype=torch.float32, device=device).reshape(-1, 7)
+            sample_labels = torch.as_tensor(sample['gt_labels'], dtype=torch.int64, device=device).reshape(-1)
+            if len(sample_boxes) != len(sample_labels):
+                raise ValueError(f'data_samples[{index}] has {len(sample_boxes)} gt_boxes but {len(sample_labels)} '
+                                 f'gt_labels; give one label per box.')
+            if not bool(torch.isfinite(sample_boxes).all()) or bool((sample_boxes[:, 3:6] <= 0).any()):
+                raise ValueError(f'data_samples[{index}] has a gt box that is not finite or has a size <= 0; fix or '
+                                 f'drop it in the dataset.')
+            boxes.append(sample_boxes)
+            labels.append(sample_labels)
+            if self.criterion.code_size == 10:
+                if 'gt_velocities' not in sample:
+                    raise ValueError(f'data_samples[{index}] has no gt_velocities, which a model with code_size=10 '
+                                     f'regresses (MultiViewDetection gives them); use code_size=8 for static scenes.')
+                velocities.append(torch.as_tensor(sample['gt_velocities'], dtype=torch.float32,
+                                                  device=device).reshape(-1, 2))
+        return boxes, labels, velocities if self.criterion.code_size == 10 else None
+
+    @staticmethod
+    def depth_maps(data_samples: list[Mapping[str, Any]] | None, device: torch.device) -> torch.Tensor | None:
+        """(B, V, H, W) depth of every sample when all carry one (``with_depth=True`` in the dataset)."""
+        if not data_samples or not all(isinstance(s, Mapping) and 'depth' in s for s in data_samples):
+            return None
+        return torch.stack([torch.as_tensor(s['depth'], dtype=torch.float32) for s in data_samples]).to(device)
+
+    def forward(self, inputs: torch.Tensor, masks: torch.Tensor | None = None,
+                data_samples: list[Mapping[str, Any]] | None = None, mode: str = 'tensor') -> Any:
+        if mode not in ('loss', 'predict', 'tensor'):
+            raise ValueError(f"mode must be 'loss', 'predict' or 'tensor'; got {mode!r}.")
+        if data_samples is not None and isinstance(inputs, torch.Tensor) and len(data_samples) != len(inputs):
+            raise ValueError(f'{len(data_samples)} data samples for a batch of {len(inputs)}: give one per sample.')
+        outputs = self.predict_sets(inputs, masks, data_samples)
+        if mode == 'tensor':
+            return dict(logits=outputs['logits'], code=outputs['code'])
+        if mode == 'loss':
+            boxes, labels, velocities = self.targets(data_samples, inputs.device)
+            losses = self.criterion(outputs['logits'], outputs['code'], boxes, labels, velocities)
+            losses.update(self.encoding.losses(outputs['extras'], outputs['pos']))
+            return losses
+        results = nms_free_decode(outputs['logits'][-1], outputs['code'][-1], self.max_detections,
+                                  self.post_center_range, self.score_threshold)
+        for result, sample in zip(results, data_samples):
+            result['sample_token'] = sample.get('sample_token') if isinstance(sample, Mapping) else None
+        return results
