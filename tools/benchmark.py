@@ -21,19 +21,28 @@ forward. "tables MB" sums the grid tables an encoding keeps cached after the for
     python tools/benchmark.py --layer --sizes 224 --batch 8 --threads 1
     python tools/benchmark.py --encodings RoPEMixed LookHere --sizes 224 --backward --out benchmarks/train
 
-``--out PATH`` writes PATH.csv, PATH.json (with the command) and PATH.md (the table in markdown).
+Detector mode (``--detectors``): multi-view 3D detector configs (PETR / 3DPPE), each model's inference forward
+on synthetic images and one fixed rig, its ratio to the first config's ("no 3D PE") and the encoding's share of
+it, plus the per-forward camera work a rig-keyed cache could skip (:mod:`vispe.engine.benchmark_detector`).
+Sizes are image heights (default: the first config's), the width keeps the config's aspect:
+
+    python tools/benchmark.py --detectors configs/petr/petr-r18_nope_mv-scenes.py \
+        configs/petr/petr-r18_petr-lid_mv-scenes.py configs/petr/petr-r18_3dppe_mv-scenes.py \
+        --sizes 90 126 --batch 1 --views 6 --out benchmarks/petr_mv-scenes
+
+``--out PATH`` writes PATH.csv, PATH.json (with the command) and PATH.md (the table in markdown); in detector mode
+PATH.json (command, machine, rig, rows) and PATH.md.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import ctypes
+import io
 import json
 import shlex
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -42,22 +51,32 @@ import torch
 
 import vispe
 from vispe.encodings import ComRoPE, PositionEncoding, TableCache
-from vispe.engine.arguments import (InvalidArgument, config_dict, non_negative_int, positive_int, reported_by,
-                                    writable_output)
+from vispe.engine.arguments import (InvalidArgument, check_distinct, config_dict, existing_file, non_negative_int,
+                                    positive_int, reported_by, run_main, writable_output)
+from vispe.engine.benchmark_common import (aligned_table, machine_description, machine_summary, markdown_table,
+                                           measure, write_text_atomically)
+from vispe.engine.benchmark_detector import CAMERA_TABLE_NOTE, benchmark_detectors, detector_tables
 from vispe.geometry import Positions
+
+VIT_ONLY = ('--arch', '--encodings', '--configs', '--timm-models', '--layer', '--memory', '--backward')
 
 
 def parse_args() -> argparse.Namespace:
-    """The command line, refused with a message naming the argument unless sizes, batch, repeats and threads
-    are positive, warm-up is not negative, configs are JSON objects and the output folder can be created."""
+    """The command line, refused with a message naming the argument unless sizes, batch, repeats, threads and views
+    are positive, warm-up is not negative, configs are JSON objects, detector configs exist (without the ViT-only
+    options; --views only with them) and the output folder can be created."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--arch', default='vit_small_patch16_224')
-    parser.add_argument('--encodings', nargs='+', default=['all'],
-                        help="registered names (one row per example configuration), 'all', or 'none'")
+    parser.add_argument('--arch', default=None, help='timm ViT architecture (default vit_small_patch16_224)')
+    parser.add_argument('--encodings', nargs='+', default=None,
+                        help="registered names (one row per example configuration), 'all' (default), or 'none'")
     parser.add_argument('--configs', nargs='+', default=[], type=config_dict,
                         help='encoding configs as JSON, e.g. \'{"type": "iRPE", "on": "k"}\'')
-    parser.add_argument('--sizes', type=positive_int, nargs='+', default=[224, 512])
-    parser.add_argument('--batch', type=positive_int, default=8)
+    parser.add_argument('--detectors', nargs='+', type=Path, default=[],
+                        help='multi-view detector configs; the first is the baseline ("no 3D PE")')
+    parser.add_argument('--views', type=positive_int, default=None, help='detector mode: cameras per sample (6)')
+    parser.add_argument('--sizes', type=positive_int, nargs='+', default=None,
+                        help='image sizes (default 224 512; detectors: heights, default the first config\'s)')
+    parser.add_argument('--batch', type=positive_int, default=None, help='batch size (default 8; detectors: 1)')
     parser.add_argument('--repeats', type=positive_int, default=5)
     parser.add_argument('--warmup', type=non_negative_int, default=2)
     parser.add_argument('--threads', type=positive_int, default=None)
@@ -67,12 +86,25 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--layer', action='store_true', help='benchmark single attention layers')
     parser.add_argument('--memory', action='store_true', help='CPU: measure peak memory in fresh processes')
     parser.add_argument('--backward', action='store_true', help='time forward + backward instead of forward only')
-    parser.add_argument('--out', type=Path, default=None, help='write <out>.csv and <out>.json')
+    parser.add_argument('--note', default=None, help='a line for the report, e.g. that the machine was shared')
+    parser.add_argument('--out', type=Path, default=None,
+                        help='write <out>.csv, <out>.json and <out>.md (detectors: <out>.json and <out>.md)')
     parser.add_argument('--probe', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     with reported_by(parser):
         if args.out is not None:
-            writable_output(args.out, '--out', suffixes=('.csv', '.json', '.md'))
+            suffixes = ('.json', '.md') if args.detectors else ('.csv', '.json', '.md')
+            writable_output(args.out, '--out', suffixes=suffixes)
+        if args.detectors:
+            check_detector_arguments(args)
+            return args
+        if args.views is not None:
+            raise InvalidArgument('--views', args.views, 'counts the cameras of --detectors', 'leave it out of the ViT '
+                                                                                              'and layer benchmarks')
+        args.arch = args.arch or 'vit_small_patch16_224'
+        args.encodings = args.encodings or ['all']
+        args.sizes = args.sizes or [224, 512]
+        args.batch = args.batch or 8
         if not args.probe and not args.layer:
             patch = vispe.create_vit(args.arch, encoding='NoPE').patch_embed.patch_size[0]
             bad = [size for size in args.sizes if size % patch]
@@ -80,6 +112,22 @@ def parse_args() -> argparse.Namespace:
                 raise InvalidArgument('--sizes', bad, f'not multiples of the patch size {patch} of {args.arch}',
                                       f'give multiples of {patch}')
     return args
+
+
+def check_detector_arguments(args: argparse.Namespace) -> None:
+    """Detector mode: configs exist, no ViT-only option, distinct sizes; batch 1 and 6 views by default."""
+    given = [option for option in VIT_ONLY if getattr(args, option[2:].replace('-', '_')) not in (None, [], False)]
+    if given:
+        raise InvalidArgument('--detectors', given[0], f'{given[0]} is an option of the ViT and layer benchmarks, '
+                                                       f'not of detector mode', f'leave {given[0]} out (detector mode '
+                                                                                f'times each config\'s own model, '
+                                                                                f'forward only)')
+    for path in args.detectors:
+        existing_file(path, '--detectors')
+    if args.sizes is not None:
+        check_distinct('--sizes', args.sizes)
+    args.batch = args.batch or 1
+    args.views = args.views or 6
 
 
 def torch_device(text: str) -> torch.device:
@@ -93,7 +141,7 @@ def torch_device(text: str) -> torch.device:
 def encoding_configs(names: list[str]) -> dict[str, dict]:
     """One config per example of each named encoding, labelled by its options."""
     if names == ['all']:
-        names = [info.name for info in vispe.list_encodings()]
+        names = [info.name for info in vispe.list_encodings(image_only=True)]
     elif names == ['none']:
         names = []
     configs = {}
@@ -105,35 +153,6 @@ def encoding_configs(names: list[str]) -> dict[str, dict]:
             label = name + ''.join(f' {k}={v["type"] if isinstance(v, dict) else v}' for k, v in options.items())
             configs[label] = dict(type=name, **options)
     return configs
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == 'cuda':
-        torch.cuda.synchronize(device)
-
-
-def measure(runs: dict[str, Callable[[], object]], device: torch.device, repeats: int,
-            warmup: int) -> dict[str, dict[str, float]]:
-    """Median seconds (and CUDA peak bytes) per run, repeats interleaved across runs."""
-    times: dict[str, list[float]] = {label: [] for label in runs}
-    peaks: dict[str, float] = {}
-    for label, run in runs.items():
-        for _ in range(warmup):
-            run()
-        if device.type == 'cuda':
-            torch.cuda.reset_peak_memory_stats(device)
-            run()
-            synchronize(device)
-            peaks[label] = torch.cuda.max_memory_allocated(device)
-    for _ in range(repeats):
-        for label, run in runs.items():
-            synchronize(device)
-            start = time.perf_counter()
-            run()
-            synchronize(device)
-            times[label].append(time.perf_counter() - start)
-    return {label: dict(seconds=statistics.median(values), peak_bytes=peaks.get(label, float('nan')))
-            for label, values in times.items()}
 
 
 def step(model: torch.nn.Module, images: torch.Tensor, backward: bool) -> None:
@@ -272,16 +291,29 @@ def table_cells(rows: list[dict], baselines: list[str]) -> list[list[str]]:
     return lines
 
 
-def aligned_table(lines: list[list[str]]) -> str:
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    text = ['  '.join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
-    return '\n'.join([text[0], '  '.join('-' * width for width in widths), *text[1:]])
-
-
-def markdown_table(lines: list[list[str]]) -> str:
-    numeric = [i for i, cell in enumerate(lines[1]) if i != 1] if len(lines) > 1 else []
-    rule = ['---:' if i in numeric else '---' for i in range(len(lines[0]))]
-    return '\n'.join('| ' + ' | '.join(line) + ' |' for line in [lines[0], rule, *lines[1:]])
+def run_detectors(args: argparse.Namespace, device: torch.device, command: str) -> None:
+    """Detector mode: time the configs, print the tables, write <out>.json and <out>.md."""
+    machine = machine_description(device)
+    result = benchmark_detectors(args.detectors, args.sizes, args.batch, args.views, args.repeats, args.warmup, device)
+    machine['load_average_1min_after'] = machine_description(device)['load_average_1min']
+    title = (f"multi-view detectors, inference forward (mode='predict', no_grad), batch {args.batch} x {args.views} "
+             f"views, {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, median of "
+             f'{args.repeats} interleaved repeats')
+    speed, camera = detector_tables(result)
+    rigs = '; '.join(f'{size}: {source}' for size, source in result['rigs'].items())
+    lines = [title, f'`{command}`', machine_summary(machine),
+             f'rig (the same data samples every call; synthetic N(0, 1) images): {rigs}',
+             *([f'note: {args.note}'] if args.note else [])]
+    print('\n'.join(lines))
+    print(aligned_table(speed))
+    print(f'\n{CAMERA_TABLE_NOTE}')
+    print(aligned_table(camera))
+    if args.out:
+        document = dict(command=command, title=title, machine=machine, note=args.note, **result)
+        write_text_atomically(args.out.with_suffix('.json'), json.dumps(document, indent=1, allow_nan=False) + '\n')
+        write_text_atomically(args.out.with_suffix('.md'), '\n\n'.join([*lines, markdown_table(speed),
+                                                                         CAMERA_TABLE_NOTE, markdown_table(camera)])
+                              + '\n')
 
 
 def main() -> int:
@@ -292,6 +324,10 @@ def main() -> int:
         probe_memory(args.probe)
         return 0
     device = torch.device(args.device)
+    command = shlex.join(['python', 'tools/benchmark.py', *sys.argv[1:]])
+    if args.detectors:
+        run_detectors(args, device, command)
+        return 0
     baselines = ['plain SDPA'] if args.layer else ['timm (plain ViT)', 'NoPE']
     models = None if args.layer else build_models(args, device)
     specs = None if args.layer else model_specs(args)
@@ -316,15 +352,19 @@ def main() -> int:
     print(title)
     print(aligned_table(cells))
     if args.out:
-        with open(args.out.with_suffix('.csv'), 'w', newline='') as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        command = shlex.join(['python', 'tools/benchmark.py', *sys.argv[1:]])
-        args.out.with_suffix('.json').write_text(json.dumps(dict(command=command, title=title, rows=rows), indent=1))
-        args.out.with_suffix('.md').write_text(f'{title}\n\n`{command}`\n\n{markdown_table(cells)}\n')
+        table = io.StringIO()
+        writer = csv.DictWriter(table, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+        write_text_atomically(args.out.with_suffix('.csv'), table.getvalue())
+        note = dict(note=args.note) if args.note else {}
+        write_text_atomically(args.out.with_suffix('.json'),
+                              json.dumps(dict(command=command, title=title, **note, rows=rows), indent=1))
+        note_line = f'note: {args.note}\n\n' if args.note else ''
+        write_text_atomically(args.out.with_suffix('.md'),
+                              f'{title}\n\n`{command}`\n\n{note_line}{markdown_table(cells)}\n')
     return 0
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    run_main(main)

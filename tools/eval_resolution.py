@@ -8,7 +8,7 @@ the config's test set is rebuilt at that size (``--eval-mode upsample`` resizes 
 LookHere protocol; ``canvas`` pastes it on a larger canvas) and the config's test metric is measured:
 top-1/top-5 for classifiers, COCO box mAP for detectors (the size is then the shorter image side):
 
-    python tools/eval_resolution.py work_dirs/detr-r18_sine_fmnist-det work_dirs/detr-r18_irpe-ctx_fmnist-det \
+    python tools/eval_resolution.py work_dirs/detr-r18_sine_fmnist-det work_dirs/detr-r18_irpe-ctx_fmnist-det \\
         --sizes 128 192 256 --out results/detr_extrapolation
 
 The first metric of the evaluator (top1, or bbox_mAP) is the one tabulated and plotted; CSV and JSON
@@ -17,27 +17,45 @@ encoding options (RoPE ``theta``, ALiBi ``distance_scale``, LookHere ``global_sl
 size with ``SIZE:name=value`` (or ``all:name=value``), on every run whose encodings have that
 option (an option no run has is an error). Prints a table; writes ``<out>.csv``,
 ``<out>.json`` (command, configs, checkpoint hashes, dataset subset) and ``<out>.png``.
+
+Multi-view 3D detectors (PETR / 3DPPE, a PETRDetector config) have three axes, and every combination is
+evaluated (:mod:`vispe.evaluation.multiview_sweep`): ``--sizes`` are image heights (the width follows the
+config's aspect ratio, W = round(H * W0 / H0): for (90, 160), 72 -> 72x128 and 126 -> 126x224),
+``--intrinsics-scale`` zooms every camera (images and intrinsics together), ``--rigs train other`` evaluates the
+training rig on held-out scenes (split test-rig1) and the second rig (split val):
+
+    python tools/eval_resolution.py work_dirs/petr-r18_*_mv-scenes_s* --sizes 72 90 126 \\
+        --intrinsics-scale 0.8 1.0 1.25 --rigs train other --group-seeds --out results/petr_sweep
+
+The table shows nuScenes mAP (nusc/mAP); CSV and JSON hold every metric (NDS, mATE, mASE, mAOE, per-class AP,
+the devkit's devkit/*). ``--group-seeds`` reports runs named ``<name>_s<seed>`` as mean and spread
+(max - min over the seeds) per group, in the table, ``<out>.seeds.csv`` and the JSON; the figure has one panel
+per rig and intrinsics scale.
 """
 from __future__ import annotations
 
 import argparse
 import ast
-import csv
-import hashlib
-import json
+import logging
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from mmengine.config import Config
+from mmengine.logging import MMLogger
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 import vispe
 from vispe.engine import load_config, named_unknown_types
-from vispe.engine.arguments import check_distinct, positive_int, reported_by, writable_output
+from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, reported_by,
+                                    run_main, writable_output)
+from vispe.evaluation import multiview_sweep as sweep
+from vispe.evaluation.sweep_report import (sha256, sweep_table, write_atomically, write_csv, write_json,
+                                           write_sweep_outputs)
 from vispe.registry import DATASETS, METRICS, MODELS
 
 
@@ -48,7 +66,7 @@ class Run:
     label: str
     config: Path
     checkpoint: Path
-    results: dict[int, dict[str, float]] = field(default_factory=dict)
+    results: dict[Any, dict[str, float]] = field(default_factory=dict)  # by size, or by SweepPoint (3D)
 
 
 def parse_args() -> argparse.Namespace:
@@ -56,20 +74,35 @@ def parse_args() -> argparse.Namespace:
     integers, counts are positive and the output folder can be created."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('runs', nargs='+', help='work dirs, or CONFIG::CHECKPOINT pairs')
-    parser.add_argument('--sizes', type=positive_int, nargs='+', required=True)
+    parser.add_argument('--sizes', type=positive_int, nargs='+', required=True,
+                        help='test sizes: the image side (classifiers), the shorter side (DETR), or for multi-view 3D '
+                             'runs the image height, the width following the config\'s test aspect ratio: W = '
+                             'round(H * W0 / H0), e.g. (90, 160): 72 -> 72x128, 126 -> 126x224')
     parser.add_argument('--encoding-options', nargs='*', default=[], metavar='SIZE:NAME=VALUE',
                         help='test-time encoding attributes per size, e.g. 56:global_slope=0.95 all:theta=160')
     parser.add_argument('--eval-mode', choices=['upsample', 'canvas'], default='upsample')
     parser.add_argument('--subset', type=positive_int, default=None,
                         help='balanced test subset (default: the config\'s)')
-    parser.add_argument('--batch-size', type=positive_int, default=128)
+    parser.add_argument('--batch-size', type=positive_int, default=None,
+                        help='default: 128, or the config\'s test batch size for multi-view 3D runs')
     parser.add_argument('--checkpoint-name', default='best.pth', help='checkpoint file inside a work dir')
     parser.add_argument('--pad', action='store_true', help='pad sizes that are not a multiple of the patch size')
+    parser.add_argument('--intrinsics-scale', type=positive_float, nargs='+', default=None, metavar='SCALE',
+                        help='multi-view 3D runs: zoom every camera by SCALE about its principal point (images and '
+                             'intrinsics together; > 1 zooms in). Default: 1')
+    parser.add_argument('--rigs', type=sweep.rig_name, nargs='+', default=None, metavar='RIG',
+                        help='multi-view 3D runs: train (the training rig on held-out scenes, split test-rig1) and/or '
+                             'other (the second rig, split val). Default: the config\'s test split')
+    parser.add_argument('--group-seeds', action='store_true',
+                        help='multi-view 3D runs: report runs named <name>_s<seed> as the mean and spread (max - min) '
+                             'over their seeds')
     parser.add_argument('--out', type=Path, default=Path('results/extrapolation'))
     args = parser.parse_args()
     with reported_by(parser):
         check_distinct('--sizes', args.sizes)
-        writable_output(args.out, '--out', suffixes=('.csv', '.json', '.png'))
+        check_distinct('--intrinsics-scale', args.intrinsics_scale or [])
+        check_distinct('--rigs', args.rigs or [])
+        writable_output(args.out, '--out', suffixes=('.csv', '.seeds.csv', '.json', '.png'))
     return args
 
 
@@ -113,14 +146,6 @@ def parse_encoding_options(items: list[str], sizes: list[int]) -> dict[int, dict
                 raise ValueError(f'--encoding-options names size {size}, which is not in --sizes {sizes}.')
             options[size][name] = value
     return options
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, 'rb') as handle:
-        for block in iter(lambda: handle.read(1 << 20), b''):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def option_owners(model: torch.nn.Module, name: str) -> list[vispe.PositionEncoding]:
@@ -181,14 +206,17 @@ def collate_function(cfg: Config) -> Any:
 
 
 @torch.inference_mode()
-def evaluate(model: torch.nn.Module, cfg: Config, dataset: Any, batch_size: int, progress: tqdm) -> dict[str, float]:
-    """The config's test metric on ``dataset``, through the model's ``test_step`` (any task)."""
-    metric = METRICS.build(cfg.test_evaluator)
+def evaluate(model: torch.nn.Module, cfg: Config, dataset: Any, batch_size: int, progress: tqdm,
+             metric: Any = None) -> dict[str, float]:
+    """The config's test metric on ``dataset``, through the model's ``test_step`` (any task); a given ``metric``
+    (an mmengine metric) is evaluated instead, its names with its prefix (``nusc/mAP``)."""
+    prefixed = metric is not None
+    metric = metric if prefixed else METRICS.build(cfg.test_evaluator)
     for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_function(cfg)):
         outputs = model.test_step(batch)
         metric.process(batch, outputs)
         progress.update(len(outputs))
-    return metric.compute_metrics(metric.results)
+    return metric.evaluate(len(dataset)) if prefixed else metric.compute_metrics(metric.results)
 
 
 def primary_metric(runs: list[Run]) -> str:
@@ -218,25 +246,25 @@ def dataset_cfg(cfg: Config, size: int, eval_mode: str, subset: int | None) -> d
     return dataset
 
 
+def command_line() -> str:
+    return ' '.join(['python', Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+
+
 def write_outputs(args: argparse.Namespace, runs: list[Run], options: dict[int, dict[str, Any]],
                   datasets: dict[str, dict[str, Any]], train_sizes: dict[str, Any]) -> None:
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     names = list(next(iter(runs[0].results.values())))
-    with open(args.out.with_suffix('.csv'), 'w', newline='') as handle:
-        writer = csv.writer(handle)
-        writer.writerow(['model', 'size', *names])
-        for run in runs:
-            for size in args.sizes:
-                writer.writerow([run.label, size, *[formatted(name, run.results[size][name]) for name in names]])
+    rows = [['model', 'size', *names]]
+    rows += [[run.label, size, *[formatted(name, run.results[size][name]) for name in names]]
+             for run in runs for size in args.sizes]
+    write_atomically(args.out.with_suffix('.csv'), lambda path: write_csv(path, rows))
     report = dict(
-        command=' '.join(['python', Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), sizes=args.sizes,
-        eval_mode=args.eval_mode,
+        command=command_line(), sizes=args.sizes, eval_mode=args.eval_mode,
         encoding_options={str(k): v for k, v in options.items() if v},
         runs=[dict(label=run.label, config=str(run.config), checkpoint=str(run.checkpoint),
                    checkpoint_sha256=sha256(run.checkpoint), train_size=train_sizes[run.label],
                    dataset=datasets[run.label], results={str(k): v for k, v in run.results.items()})
               for run in runs])
-    args.out.with_suffix('.json').write_text(json.dumps(report, indent=1, default=str))
+    write_atomically(args.out.with_suffix('.json'), lambda path: write_json(path, report))
     plot(args, runs, train_sizes)
 
 
@@ -256,8 +284,10 @@ def plot(args: argparse.Namespace, runs: list[Run], train_sizes: dict[str, Any])
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(args.out.with_suffix('.png'))
-    plt.close(figure)
+    try:
+        write_atomically(args.out.with_suffix('.png'), lambda path: figure.savefig(path, format='png'))
+    finally:
+        plt.close(figure)
 
 
 def print_table(runs: list[Run], sizes: list[int]) -> None:
@@ -272,15 +302,14 @@ def print_table(runs: list[Run], sizes: list[int]) -> None:
             print('  '.join('-' * width for width in widths))
 
 
-def main() -> int:
-    args = parse_args()
-    runs = [resolve_run(spec, args.checkpoint_name) for spec in args.runs]
+def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: list[Config]) -> int:
+    """Classifiers and 2D detectors: the config's test metric at each size."""
     options = parse_encoding_options(args.encoding_options, args.sizes)
+    batch_size = args.batch_size or 128
     datasets: dict[str, dict[str, Any]] = {}
     train_sizes: dict[str, Any] = {}
     loaded = []
-    for run in runs:
-        cfg = load_config(run.config)
+    for run, cfg in zip(runs, configs):
         with named_unknown_types():
             model = MODELS.build(cfg.model).eval()
         vispe.load_checkpoint(model, run.checkpoint)
@@ -294,11 +323,8 @@ def main() -> int:
         train_sizes[run.label] = cfg.get('train_dataloader', {}).get('dataset', {}).get('image_size')
         loaded.append((run, cfg, model))
     check_encoding_options([(run.label, model) for run, _, model in loaded], options)
-    total = 0
-    for run, cfg, _ in loaded:
-        for size in args.sizes:
-            total += len(DATASETS.build(dataset_cfg(cfg, size, args.eval_mode, args.subset)))
-            break
+    total = sum(len(DATASETS.build(dataset_cfg(cfg, args.sizes[0], args.eval_mode, args.subset)))
+                for _, cfg, _ in loaded)
     with tqdm(total=total * len(args.sizes), unit='img', desc='eval', file=sys.stderr) as progress:
         for run, cfg, model in loaded:
             for size in args.sizes:
@@ -308,7 +334,7 @@ def main() -> int:
                 datasets[run.label] = {k: v for k, v in dataset_options.items() if k != 'image_size'}
                 previous = set_encoding_options(model, options[size])
                 try:
-                    run.results[size] = evaluate(model, cfg, dataset, args.batch_size, progress)
+                    run.results[size] = evaluate(model, cfg, dataset, batch_size, progress)
                 finally:
                     for (owner, name), value in previous.items():
                         setattr(owner, name, value)
@@ -318,5 +344,109 @@ def main() -> int:
     return 0
 
 
+def sweep_dataset(cfg: Config, point: sweep.SweepPoint, label: str) -> Any:
+    """The test set at ``point``; a rig whose split the data root lacks names --rigs."""
+    try:
+        with named_unknown_types():
+            return DATASETS.build(sweep.sweep_dataset_cfg(cfg, point))
+    except ValueError as error:
+        if point.rig == sweep.CONFIG_RIG or f'split {point.split!r}' not in str(error):
+            raise
+        raise InvalidArgument('--rigs', point.rig, f'{label}: {error}', 'the rigs are splits of mv-scenes (train: '
+                              'test-rig1, other: val); evaluate an mv-scenes config, or leave out --rigs to use the '
+                              'config\'s test split') from None
+
+
+def quiet_logger() -> None:
+    """Metrics log through mmengine's current logger: keep their warnings, on stderr, and drop their INFO tables
+    (one per point) so that stdout holds the result table only."""
+    logger = MMLogger.get_instance(f'eval_resolution_{time.monotonic_ns()}', log_level='WARNING')
+    for handler in logger.handlers:
+        if type(handler) is logging.StreamHandler:
+            handler.setStream(sys.stderr)
+
+
+def evaluate_multiview(args: argparse.Namespace, runs: list[Run], run_configs: list[Config]) -> int:
+    """PETR / 3DPPE runs: nuScenes metrics at every (rig, intrinsics scale, image height) of the sweep."""
+    if args.eval_mode != 'upsample':
+        raise InvalidArgument('--eval-mode', args.eval_mode, 'multi-view 3D runs resize their images and cameras',
+                              'leave out --eval-mode')
+    if args.subset is not None:
+        raise InvalidArgument('--subset', args.subset, 'the nuScenes metric needs every sample of the split',
+                              'leave out --subset')
+    labels = [run.label for run in runs]
+    check_distinct('runs', labels)
+    configs = dict(zip(labels, run_configs))
+    evaluators = {}
+    for run in runs:
+        sweep.check_multiview_dataset(configs[run.label], run.label)
+        evaluators[run.label] = sweep.nuscenes_evaluator(configs[run.label], run.config, 'run')
+    groups = sweep.seed_groups(labels, configs) if args.group_seeds else None
+    scales = args.intrinsics_scale or [1.0]
+    points = {label: sweep.sweep_points(configs[label], args.sizes, scales, args.rigs) for label in labels}
+    options = parse_encoding_options(args.encoding_options, args.sizes)
+    models = {}
+    for run in runs:
+        with named_unknown_types():
+            model = MODELS.build(configs[run.label].model).eval()
+        stride = model.backbone.stride
+        small = [point.image_size for point in points[run.label] if min(point.image_size) < stride]
+        if small:
+            raise InvalidArgument('--sizes', args.sizes, f'{run.label}: image size {small[0]} is smaller than the '
+                                  f'backbone\'s stride {stride}', f'give heights and widths of at least {stride}')
+        vispe.load_checkpoint(model, run.checkpoint)
+        models[run.label] = model
+    check_encoding_options(list(models.items()), options)
+    quiet_logger()
+    lengths: dict[tuple[str, str], int] = {}  # each split built once before any evaluation: a missing one fails now
+    for label in labels:
+        for point in points[label]:
+            if (label, point.split) not in lengths:
+                lengths[(label, point.split)] = len(sweep_dataset(configs[label], point, label))
+    total = sum(lengths[(label, point.split)] for label in labels for point in points[label])
+    with tqdm(total=total, unit='sample', desc='eval 3D', file=sys.stderr) as progress:
+        for run in runs:
+            cfg, model, metrics = configs[run.label], models[run.label], {}
+            batch_size = args.batch_size or cfg.test_dataloader.get('batch_size', 1)
+            for point in points[run.label]:
+                progress.set_postfix_str(f'{run.label} {point.rig} x{point.intrinsics_scale:g} '
+                                         f'{point.image_size[0]}x{point.image_size[1]}')
+                if point.split not in metrics:
+                    metrics[point.split] = METRICS.build(sweep.sweep_evaluator_cfg(evaluators[run.label], point.split))
+                previous = set_encoding_options(model, options[point.height])
+                try:
+                    run.results[point] = evaluate(model, cfg, sweep_dataset(cfg, point, run.label), batch_size,
+                                                  progress, metrics[point.split])
+                finally:
+                    for (owner, name), value in previous.items():
+                        setattr(owner, name, value)
+    results = {run.label: run.results for run in runs}
+    summaries = {group.label: sweep.group_summary(group, results) for group in groups} if groups else None
+    print(sweep_table(results, groups, summaries))
+    axes = dict(heights=args.sizes, intrinsics_scale=scales,
+                rigs={rig: sweep.RIG_SPLITS[rig] for rig in args.rigs} if args.rigs else 'the config test split')
+    written = write_sweep_outputs(args.out, command_line(), runs, configs, axes, options, groups, summaries)
+    print(f'wrote {", ".join(map(str, written))}')
+    return 0
+
+
+def main() -> int:
+    args = parse_args()
+    runs = [resolve_run(spec, args.checkpoint_name) for spec in args.runs]
+    configs = [load_config(run.config) for run in runs]
+    multiview = [run.label for run, cfg in zip(runs, configs) if sweep.is_multiview_config(cfg)]
+    if multiview and len(multiview) < len(runs):
+        raise InvalidArgument('runs', [run.label for run in runs], f'{", ".join(multiview)} are multi-view 3D '
+                              f'detectors and the others are not', 'evaluate them in separate calls')
+    if multiview:
+        return evaluate_multiview(args, runs, configs)
+    given = [name for name, value in (('--intrinsics-scale', args.intrinsics_scale), ('--rigs', args.rigs),
+                                      ('--group-seeds', args.group_seeds)) if value]
+    if given:
+        raise InvalidArgument(given[0], [run.label for run in runs], f'{given[0]} is for multi-view 3D runs '
+                              f'(PETRDetector configs) and these runs are not', f'leave out {given[0]}')
+    return evaluate_single_view(args, runs, configs)
+
+
 if __name__ == '__main__':
-    sys.exit(main())
+    run_main(main)

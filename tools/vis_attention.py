@@ -14,11 +14,23 @@ query Q over the encoder tokens, per decoder layer, with the box that query pred
 
     python tools/vis_attention.py configs/detr/detr-r18_sine_fmnist-det.py work_dirs/.../best.pth \
         --image datasets/fmnist-det/val/000001.png --sizes 128 256 --decoder-query 3 --layers 0 -1
+
+Multi-view 3D detectors (PETR / 3DPPE configs): sample ``--scene N`` of the config's test split (or ``--split``)
+goes through the detector with its decoder's cross-attention captured; per layer of ``--layers`` (and per head with
+``--heads all`` or head indices) the six camera images show the attention of object query ``--decoder-query Q``
+over their feature cells (one colour scale for the six, each titled with its share), with the box the query
+predicts (its last layer) projected where it is in front of the camera, beside a bird's-eye view of the
+ground-truth boxes, the predicted box and the query's reference point. Without ``--decoder-query`` the
+highest-scoring query is drawn:
+
+    python tools/vis_attention.py configs/petr/petr-r18_petr-lid_mv-scenes.py work_dirs/.../best.pth \
+        --scene 0 --decoder-query 5 --layers 0 -1 --out petr_attention.png
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -31,30 +43,62 @@ from vispe.engine.arguments import (InvalidArgument, check_indices, check_query,
                                     non_negative_int, positive_int, reported_by, run_main, writable_output)
 from vispe.datasets.coco_detection import IMAGENET_MEAN, IMAGENET_STD, detection_image, load_coco
 from vispe.models.detr import DETR
+from vispe.models.petr import PETRDetector
 from vispe.registry import DATASETS, MODELS
 from vispe.visualization import (attention_rollout, capture_attention, capture_cross_attention, overlay, query_index,
                                  query_map)
+from vispe.visualization.multiview import (box_segments, camera_colors, draw_bev_boxes, draw_bev_cameras,
+                                           draw_segments, heat_overlay, panel_views, save_figure, setup_bev,
+                                           show_image)
+from vispe.visualization.multiview_attention import QueryAttention, query_attention
+from vispe.visualization.multiview_scene import MultiViewSample, Progress, load_sample
 
 Panel = tuple[int, np.ndarray, dict[str, torch.Tensor], list[tuple[str, list[float]]]]
+Heads = str | list[int]
+LIDAR_SHOWN = 6000  # LiDAR points drawn at most in the bird's-eye view
 
 
-def parse_args() -> argparse.Namespace:
+def head_choice(text: str) -> str | int:
+    """argparse type: 'mean', 'all' or a head index (a whole number from 0)."""
+    if text in ('mean', 'all'):
+        return text
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a head choice; give 'mean', 'all' or head indices from 0.")
+    return int(text)
+
+
+def heads_option(values: list[str | int]) -> Heads:
+    """--heads values -> 'mean', 'all' or a list of head indices."""
+    words = [value for value in values if isinstance(value, str)]
+    if words and len(values) > 1:
+        raise InvalidArgument('--heads', values, f"'{words[0]}' cannot be combined with other values",
+                              "give 'mean', 'all' or only head indices")
+    return words[0] if words else list(values)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line, refused with a message naming the argument unless sizes are positive, the query
     is well formed and the output folder can be created (the model-dependent ranges: :func:`check_model`)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
     parser.add_argument('checkpoint')
-    parser.add_argument('--image', default='fmnist:0')
-    parser.add_argument('--sizes', type=positive_int, nargs='+', required=True)
+    parser.add_argument('--image', default=None, help="ViT / DETR: the image (default 'fmnist:0')")
+    parser.add_argument('--sizes', type=positive_int, nargs='+', default=None, help='ViT / DETR: input sizes')
     parser.add_argument('--layers', type=int, nargs='+', default=[-1], help='layer indices (negative from the end)')
     parser.add_argument('--query', type=grid_query, default='center', help="'cls', 'center' or 'ROW,COL'")
-    parser.add_argument('--heads', choices=['mean', 'all'], default='mean')
+    parser.add_argument('--heads', type=head_choice, nargs='+', default=['mean'],
+                        help="'mean', 'all' or head indices")
     parser.add_argument('--rollout', action='store_true', help='attention rollout over all layers instead')
     parser.add_argument('--decoder-query', type=non_negative_int, default=None,
-                        help='detectors: draw the decoder cross-attention of this object query')
+                        help='detectors: draw the decoder cross-attention of this object query (PETR: default the '
+                             'highest-scoring one)')
+    parser.add_argument('--scene', type=non_negative_int, default=None, help='PETR: sample index in the split (0)')
+    parser.add_argument('--split', default=None, help="PETR: data split (default: the config's test split)")
+    parser.add_argument('--data-root', type=Path, default=None, help="PETR: default the config's data_root")
     parser.add_argument('--out', type=Path, default=Path('attention.png'))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with reported_by(parser):
+        args.heads = heads_option(args.heads)
         existing_file(args.config, 'config')
         writable_output(args.out, '--out')
     return args
@@ -63,6 +107,17 @@ def parse_args() -> argparse.Namespace:
 def check_model(args: argparse.Namespace, model: torch.nn.Module) -> None:
     """--layers, --decoder-query and --query against the built model, before any image is processed
     (a DETR encoder's ROW,COL depends on each size's feature grid: checked per size)."""
+    if isinstance(model, PETRDetector):
+        check_multiview(args, model)
+        return
+    for option, value in (('--scene', args.scene), ('--split', args.split), ('--data-root', args.data_root)):
+        if value is not None:
+            raise InvalidArgument(option, value, 'this option picks a sample of a multi-view data set (PETR configs)',
+                                  f'leave out {option} and give --image')
+    if args.sizes is None:
+        raise InvalidArgument('--sizes', '(none)', 'ViT and DETR configs draw the attention at given input sizes',
+                              'give them, e.g. --sizes 28 56')
+    check_heads(args.heads, model)
     if isinstance(model, DETR):
         if args.decoder_query is not None:
             check_indices('--decoder-query', [args.decoder_query], model.query_embed.num_embeddings, 'object queries',
@@ -79,6 +134,26 @@ def check_model(args: argparse.Namespace, model: torch.nn.Module) -> None:
     depth = len(model.encoder.layers) if isinstance(model, DETR) else sum(
         isinstance(module, Attention) for module in model.modules())
     check_indices('--layers', args.layers, depth, 'attention layers')
+
+
+def check_heads(heads: Heads, model: torch.nn.Module) -> None:
+    """Head indices within the model's attention heads."""
+    if isinstance(heads, list):
+        num_heads = next(module for module in model.modules() if isinstance(module, Attention)).num_heads
+        check_indices('--heads', heads, num_heads, 'attention heads', negative=False)
+
+
+def check_multiview(args: argparse.Namespace, model: PETRDetector) -> None:
+    """The options of a multi-view detector: its decoder's queries, layers and heads; no 2D-only option."""
+    for option, value in (('--sizes', args.sizes), ('--image', args.image), ('--rollout', args.rollout or None)):
+        if value is not None:
+            raise InvalidArgument(option, value, 'a multi-view detector draws a sample of its data set at the '
+                                  'config\'s image size', f'leave out {option} and pick the sample with --scene')
+    if args.decoder_query is not None:
+        check_indices('--decoder-query', [args.decoder_query], model.reference_points.num_embeddings,
+                      'object queries', negative=False)
+    check_indices('--layers', args.layers, len(model.decoder.layers), 'decoder layers')
+    check_heads(args.heads, model.decoder)
 
 
 def load_image(spec: str) -> np.ndarray:
@@ -126,12 +201,13 @@ def normalised_for_display(image: torch.Tensor) -> np.ndarray:
     return (shown - shown.min()) / (shown.max() - shown.min() + 1e-12)
 
 
-def layer_grids(grid: torch.Tensor, layer: int, num_layers: int, heads: str) -> dict[str, torch.Tensor]:
-    """(heads, h, w) attention of one layer -> its panels (the head mean, or each head)."""
+def layer_grids(grid: torch.Tensor, layer: int, num_layers: int, heads: Heads) -> dict[str, torch.Tensor]:
+    """(heads, ...) attention of one layer -> its panels (the head mean, each head, or the chosen heads)."""
     name = f'layer {layer % num_layers}'
     if heads == 'mean':
         return {f'{name} mean': grid.mean(0)}
-    return {f'{name} head {h}': g for h, g in enumerate(grid)}
+    chosen = range(len(grid)) if heads == 'all' else heads
+    return {f'{name} head {h}': grid[h] for h in chosen}
 
 
 def classifier_panels(args: argparse.Namespace, cfg: Config, model: torch.nn.Module, image: np.ndarray) -> list[Panel]:
@@ -217,19 +293,103 @@ def draw(panels: list[Panel], title: str, out: Path) -> None:
             axis.axis('off')
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=120)
+    save_figure(figure, out)
     plt.close(figure)
 
 
-def main() -> int:
-    args = parse_args()
+def attention_blocks(found: QueryAttention, heads: Heads) -> list[tuple[str, torch.Tensor]]:
+    """(name, (V, h, w) map) per drawn layer: the head mean, or each chosen head."""
+    blocks = []
+    for layer, maps in found.maps.items():
+        if heads == 'mean':
+            blocks.append((f'layer {layer}', maps.mean(0)))
+        else:
+            blocks += [(f'layer {layer} head {h}', maps[h]) for h in (range(len(maps)) if heads == 'all' else heads)]
+    return blocks
+
+
+def draw_bev(axis, sample: MultiViewSample, found: QueryAttention, shares: torch.Tensor, colors: np.ndarray) -> None:
+    """Ground truth (green), the query's box (red), its reference point and anchor, the cameras with their shares."""
+    lidar = sample.lidar_points[::max(1, len(sample.lidar_points) // LIDAR_SHOWN)]
+    points = [sample.gt_boxes[:, :2], found.box[None, :2], found.anchor[None, :2], torch.tensor([[10.0, 10.0]])]
+    extent = float(torch.cat(points).abs().max()) * 1.1
+    lidar = lidar[(np.abs(lidar[:, :2]) <= extent).all(1)]
+    axis.scatter(lidar[:, 1], lidar[:, 0], s=0.3, color='0.7', linewidths=0)
+    draw_bev_boxes(axis, sample.gt_boxes, 'tab:green', [sample.classes[int(label)] for label in sample.gt_labels])
+    draw_bev_boxes(axis, found.box[None], 'tab:red', linewidth=1.5)
+    draw_bev_cameras(axis, found.cameras, colors, labels=[f'{share:.0%}' for share in shares.tolist()])
+    axis.plot(float(found.anchor[1]), float(found.anchor[0]), '+', color='tab:blue', markersize=6,
+              label='reference (pc_range)')
+    if found.reference is not None:
+        axis.plot(float(found.reference[1]), float(found.reference[0]), 'x', color='tab:purple', markersize=5,
+                  label='reference (position_range)')
+    axis.legend(fontsize=5, loc='lower right')
+    setup_bev(axis, (-extent, -extent, extent, extent), "bird's-eye view")
+
+
+def draw_multiview(sample: MultiViewSample, found: QueryAttention, heads: Heads, config: str, out: Path) -> None:
+    """Per layer (and head): the six cameras with the query's attention and box, its camera shares and a BEV."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from matplotlib.gridspec import GridSpec
+
+    blocks = attention_blocks(found, heads)
+    images = sample.images()
+    colors = camera_colors(len(sample.channels))
+    views = panel_views(sample.channels)
+    segments = {view: box_segments(found.cameras, view, found.box[None])[0] for view in views}
+    figure = plt.figure(figsize=(13, 4.0 * len(blocks)))
+    grid_spec = GridSpec(2 * len(blocks), 4, figure=figure, width_ratios=[1, 1, 1, 1.15])
+    for block, (name, grid) in enumerate(blocks):
+        shares = grid.flatten(1).sum(-1)
+        vmax = float(grid.max())
+        for panel, view in enumerate(views):
+            axis = figure.add_subplot(grid_spec[2 * block + panel // 3, panel % 3])
+            show_image(axis, heat_overlay(images[view], grid[view], vmax),
+                       f'{name}: {sample.channels[view]} {float(shares[view]):.0%}')
+            draw_segments(axis, segments[view], 'tab:red', 1.2)
+        bev = figure.add_subplot(grid_spec[2 * block:2 * block + 2, 3])
+        draw_bev(bev, sample, found, shares, colors)
+        bev.set_title(f'{name}: camera shares (sum {float(shares.sum()):.3f})\ngreen: ground truth, red: the '
+                      f'query\'s box', fontsize=7)
+    label = sample.classes[found.label] if found.label < len(sample.classes) else f'label {found.label}'
+    chosen = ', the highest-scoring query' if found.chosen else ''
+    figure.suptitle(f'{config}: decoder query {found.query}{chosen}: {label} {found.score:.2f} '
+                    f'(box of the last layer, red)\n{sample.describe()}; {found.feat_size[0]}x{found.feat_size[1]} '
+                    f'cells per camera, colour scale shared by the six cameras of a row pair', fontsize=9)
+    figure.tight_layout()
+    save_figure(figure, out)
+    plt.close(figure)
+
+
+def multiview_figure(args: argparse.Namespace, cfg: Config, model: PETRDetector) -> None:
+    """A PETR / 3DPPE config: the sample (checked before the weights load), the query's attention, the figure."""
+    progress = Progress()
+    progress(f'loading sample {args.scene or 0}')
+    sample = load_sample(cfg.test_dataloader.dataset, args.scene or 0, args.split, args.data_root)
+    vispe.load_checkpoint(model, args.checkpoint)
+    progress(f'running the detector on {sample.describe()} with its cross-attention captured')
+    found = query_attention(model, sample.batch, args.layers, args.decoder_query)
+    progress('drawing')
+    draw_multiview(sample, found, args.heads, Path(args.config).stem, args.out)
+    name = sample.classes[found.label] if found.label < len(sample.classes) else f'label {found.label}'
+    print(f'decoder query {found.query}{" (the highest-scoring query)" if found.chosen else ""}: {name} '
+          f'{found.score:.3f}, box (x, y, z, l, w, h, yaw) {[round(v, 2) for v in found.box.tolist()]}')
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     cfg = load_config(args.config)
     with named_unknown_types():
         model = MODELS.build(cfg.model).eval()
     check_model(args, model)
+    if isinstance(model, PETRDetector):
+        multiview_figure(args, cfg, model)
+        print(f'wrote {args.out}')
+        return 0
     vispe.load_checkpoint(model, args.checkpoint)
-    image = load_image(args.image)
+    image = load_image(args.image or 'fmnist:0')
     if isinstance(model, DETR):
         panels = detector_panels(args, cfg, model, image)
         what = f'decoder query {args.decoder_query}' if args.decoder_query is not None else f'encoder query {args.query}'
