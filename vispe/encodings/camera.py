@@ -11,6 +11,7 @@ Functions here follow megvii-research/PETR (``pos2posemb3d`` of ``petr_head.py``
 from __future__ import annotations
 
 import math
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,8 +31,8 @@ def inverse_sigmoid(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
 
 
 def sine_features(values: torch.Tensor, num_feats: int, temperature: float, interleave: bool = True) -> torch.Tensor:
-    """(...,) -> (..., num_feats): ``values / τ_j`` with ``τ_j = temperature^(2⌊j/2⌋/num_feats)``, sine of the even
-    j and cosine of the odd j, interleaved (``pos2posemb3d``, DETR) or as a sine half then a cosine half
+    """(...,) -> (..., num_feats): ``values / τ_j`` with ``τ_j = temperature^(2⌊j/2⌋/num_feats)``, sine of the
+    even j and cosine of the odd j, interleaved (``pos2posemb3d``, DETR) or as a sine half then a cosine half
     (``SinePositionalEncoding3D``, whose stack runs over the 5-D tensor's fourth axis)."""
     steps = torch.arange(num_feats, dtype=torch.float32, device=values.device)
     inverse = temperature ** (2 * torch.div(steps, 2, rounding_mode='floor') / num_feats)
@@ -126,7 +127,7 @@ def adapted_sine(adapt_pos3d: nn.Module, pos: Positions, batch: int, embed_dim: 
     return adapted.permute(0, 1, 3, 4, 2).flatten(1, 3)
 
 
-class CameraEncoding(PositionEncoding):
+class CameraEncoding(PositionEncoding, metaclass=ABCMeta):
     """Base of the encodings of camera tokens: a key embedding of the memory from the cameras, a query embedding of
     3D reference points (normalised to [0, 1] in the encoding's position range), optional auxiliary losses.
 
@@ -147,13 +148,13 @@ class CameraEncoding(PositionEncoding):
         """(B·V, C, h, w) backbone features of the cameras of ``pos`` -> :class:`FeatureEncoding` (unchanged here)."""
         return FeatureEncoding(features)
 
+    @abstractmethod
     def key_embedding(self, pos: Positions, batch: int, extras: dict[str, Any]) -> torch.Tensor:
-        """(B, V·h·w, C) key embedding of the memory tokens (view-major) of ``pos``."""
-        raise NotImplementedError
+        """(B, V·h·w, C) key embedding of the memory tokens (view-major) of ``pos`` (each camera encoding's own)."""
 
+    @abstractmethod
     def encode_queries(self, reference: torch.Tensor) -> torch.Tensor:
-        """(..., Q, 3) reference points in [0, 1] -> (..., Q, C) query embeddings."""
-        raise NotImplementedError
+        """(..., Q, 3) reference points in [0, 1] -> (..., Q, C) query embeddings; every camera encoding defines it."""
 
     def losses(self, extras: dict[str, Any], pos: Positions) -> dict[str, torch.Tensor]:
         """Auxiliary losses from :attr:`FeatureEncoding.extras` and ``pos`` (e.g. its measured ``depth``); none by
