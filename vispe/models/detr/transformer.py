@@ -141,8 +141,9 @@ class DecoderLayer(nn.Module):
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, query_pos: torch.Tensor,
                 key_embed: torch.Tensor | None, key_mask: torch.Tensor | None, pos_q: Positions | None = None,
                 pos_k: Positions | None = None, encoding: PositionEncoding | None = None,
-                layer_idx: int = 0) -> torch.Tensor:
-        tgt = self.norm1(tgt + self.dropout(self.self_attn(tgt, q_embed=query_pos)))
+                layer_idx: int = 0, self_attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``self_attn_mask``: optional (Nq, Nq) bool, True where a query may attend to another (denoising)."""
+        tgt = self.norm1(tgt + self.dropout(self.self_attn(tgt, attn_mask=self_attn_mask, q_embed=query_pos)))
         cross = self.cross_attn(tgt, pos_q, encoding, layer_idx, key_mask, query_pos, memory=memory, pos_k=pos_k,
                                 k_embed=key_embed)
         tgt = self.norm2(tgt + self.dropout(cross))

@@ -22,7 +22,9 @@ from vispe.encodings.camera import CameraEncoding, inverse_sigmoid
 from vispe.geometry import Cameras, Positions
 from vispe.models.inputs import check_image_batch, check_nonfinite_option, value_checks_enabled
 from vispe.models.petr.box_coder import denormalize_centers, nms_free_decode
+from vispe.models.petr.centre_heatmap import CentreHeatmapHead
 from vispe.models.petr.criterion import PETRCriterion
+from vispe.models.petr.denoising import DenoisingQueries, QueryDenoising, denoising_losses, make_denoising_queries
 from vispe.models.petr.transformer import PETRDecoder
 from vispe.registry import MODELS
 
@@ -104,6 +106,10 @@ class PETRDetector(BaseModel):
         score_threshold: minimum score kept at inference (None).
         num_reg_fcs: hidden layers of the heads (2).
         nonfinite_inputs: 'raise', 'warn' or 'ignore' for NaN/inf pixels.
+        denoising: PETRv2's query denoising in training (:class:`QueryDenoising` arguments, e.g.
+            ``dict(groups=10)``; ``dn_loss_*`` losses); None: PETR's training (the default).
+        centre_heatmap: a 2D auxiliary head on the backbone features in training (:class:`CentreHeatmapHead`
+            arguments, e.g. ``dict(weight=1.0)``; ``loss_heatmap``); None: none (PETR).
     """
 
     def __init__(self, backbone: dict, num_classes: int, encoding: dict | None = None, decoder: dict | None = None,
@@ -111,7 +117,8 @@ class PETRDetector(BaseModel):
                  code_size: int = 10, code_weights: Sequence[float] | None = None, cls_weight: float = 2.0,
                  bbox_weight: float = 0.25, max_detections: int = 300,
                  post_center_range: Sequence[float] | None = None, score_threshold: float | None = None,
-                 num_reg_fcs: int = 2, nonfinite_inputs: str = 'raise', data_preprocessor: dict | None = None,
+                 num_reg_fcs: int = 2, nonfinite_inputs: str = 'raise', denoising: dict | None = None,
+                 centre_heatmap: dict | None = None, data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         if len(pc_range) != 6 or any(hi <= lo for lo, hi in zip(pc_range[:3], pc_range[3:])):
@@ -141,6 +148,9 @@ class PETRDetector(BaseModel):
         if len(weights) != code_size:
             raise ValueError(f'code_weights needs one weight per code channel ({code_size}); got {len(weights)}.')
         self.criterion = PETRCriterion(num_classes, weights, cls_weight, bbox_weight)
+        self.denoising = QueryDenoising(**denoising) if denoising is not None else None
+        self.centre_heatmap = (CentreHeatmapHead(self.backbone.channels, num_classes, **centre_heatmap)
+                               if centre_heatmap is not None else None)
         self._init_transformer()
 
     def _init_transformer(self) -> None:
@@ -175,9 +185,11 @@ class PETRDetector(BaseModel):
                          cameras=cameras, depth=depth)
 
     def predict_sets(self, inputs: torch.Tensor, masks: torch.Tensor | None,
-                     data_samples: list[Mapping[str, Any]] | None) -> dict[str, Any]:
+                     data_samples: list[Mapping[str, Any]] | None,
+                     denoising: DenoisingQueries | None = None) -> dict[str, Any]:
         """Class logits (L, B, Q, K) and box codes (L, B, Q, C), centres in metres; the memory's positions and the
-        encoding's extras."""
+        encoding's extras, the backbone's features (B·V, C, h, w). With ``denoising`` its P slots come first:
+        (L, B, P + Q, ·)."""
         self.check_inputs(inputs, masks)
         cameras = Cameras.from_batch(data_samples, inputs.device)
         if cameras is None:
@@ -185,25 +197,29 @@ class PETRDetector(BaseModel):
                              'MultiViewDetection gives them.')
         cameras.check_images(inputs)
         batch, views = inputs.shape[:2]
-        features = self.backbone(inputs.flatten(0, 1))
-        pos = self.memory_positions(batch, views, features.shape[-2:], masks, cameras,
+        image_features = self.backbone(inputs.flatten(0, 1))
+        pos = self.memory_positions(batch, views, image_features.shape[-2:], masks, cameras,
                                     self.depth_maps(data_samples, inputs.device))
-        encoded = self.encoding.encode_features(features, pos)
+        encoded = self.encoding.encode_features(image_features, pos)
         features = self.input_proj(encoded.features)
         memory = features.view(batch, views, *features.shape[1:]).permute(0, 1, 3, 4, 2).flatten(1, 3)
         key_embed = self.encoding.key_embedding(pos, batch, encoded.extras).to(memory.dtype)
-        reference = self.reference_points.weight
-        query_pos = self.encoding.encode_queries(reference)[None].expand(batch, -1, -1)
-        hidden = self.decoder(query_pos, memory, key_embed, pos.token_valid())
+        reference = self.reference_points.weight[None].expand(batch, -1, -1)
+        self_attn_mask = None
+        if denoising is not None:
+            reference = torch.cat([denoising.reference.to(reference.dtype), reference], 1)
+            self_attn_mask = denoising.self_attn_mask
+        query_pos = self.encoding.encode_queries(reference)
+        hidden = self.decoder(query_pos, memory, key_embed, pos.token_valid(), self_attn_mask)
         logits = torch.stack([branch(layer) for branch, layer in zip(self.cls_branches, hidden)])
         raw = torch.stack([branch(layer) for branch, layer in zip(self.reg_branches, hidden)])
         anchor = inverse_sigmoid(reference)
-        centers = torch.cat([raw[..., 0:2] + anchor[:, 0:2], raw[..., 2:4], raw[..., 4:5] + anchor[:, 2:3],
+        centers = torch.cat([raw[..., 0:2] + anchor[..., 0:2], raw[..., 2:4], raw[..., 4:5] + anchor[..., 2:3],
                              raw[..., 5:]], -1)
         normalised = torch.cat([centers[..., 0:2].sigmoid(), centers[..., 2:4], centers[..., 4:5].sigmoid(),
                                 centers[..., 5:]], -1)
         return dict(logits=logits, code=denormalize_centers(normalised, self.pc_range), pos=pos,
-                    extras=encoded.extras)
+                    extras=encoded.extras, features=image_features)
 
     def targets(self, data_samples: list[Mapping[str, Any]], device: torch.device) -> tuple[list, list, list | None]:
         """Per sample gt boxes (G, 7), labels (G,) and, for a 10-channel code, velocities (G, 2), checked."""
@@ -237,20 +253,44 @@ class PETRDetector(BaseModel):
             return None
         return torch.stack([torch.as_tensor(s['depth'], dtype=torch.float32) for s in data_samples]).to(device)
 
+    def loss(self, inputs: torch.Tensor, masks: torch.Tensor | None,
+             data_samples: list[Mapping[str, Any]] | None) -> dict[str, torch.Tensor]:
+        """The set losses of the matching queries, the encoding's own, PETRv2's denoising losses and the centre
+        heatmap's where configured."""
+        boxes, labels, velocities = self.targets(data_samples, inputs.device)
+        denoising = None
+        if self.denoising is not None:
+            denoising = make_denoising_queries(self.denoising, boxes, labels, self.num_classes,
+                                               self.reference_points.num_embeddings, self.pc_range,
+                                               self.criterion.code_size, velocities)
+        outputs = self.predict_sets(inputs, masks, data_samples, denoising)
+        logits, code = outputs['logits'], outputs['code']
+        losses = {}
+        if denoising is not None:
+            slots = denoising.num_slots
+            losses.update(denoising_losses(self.denoising, denoising, logits[:, :, :slots], code[:, :, :slots],
+                                           self.criterion.code_weights, self.criterion.cls_weight,
+                                           self.criterion.bbox_weight, self.criterion.alpha, self.criterion.gamma))
+            logits, code = logits[:, :, slots:], code[:, :, slots:]
+        losses.update(self.criterion(logits, code, boxes, labels, velocities))
+        losses.update(self.encoding.losses(outputs['extras'], outputs['pos']))
+        if self.centre_heatmap is not None:
+            pos = outputs['pos']
+            losses['loss_heatmap'] = self.centre_heatmap.loss(outputs['features'], pos.cameras, boxes, labels,
+                                                              self.backbone.stride, pos.valid_mask)
+        return losses
+
     def forward(self, inputs: torch.Tensor, masks: torch.Tensor | None = None,
                 data_samples: list[Mapping[str, Any]] | None = None, mode: str = 'tensor') -> Any:
         if mode not in ('loss', 'predict', 'tensor'):
             raise ValueError(f"mode must be 'loss', 'predict' or 'tensor'; got {mode!r}.")
         if data_samples is not None and isinstance(inputs, torch.Tensor) and len(data_samples) != len(inputs):
             raise ValueError(f'{len(data_samples)} data samples for a batch of {len(inputs)}: give one per sample.')
+        if mode == 'loss':
+            return self.loss(inputs, masks, data_samples)
         outputs = self.predict_sets(inputs, masks, data_samples)
         if mode == 'tensor':
             return dict(logits=outputs['logits'], code=outputs['code'])
-        if mode == 'loss':
-            boxes, labels, velocities = self.targets(data_samples, inputs.device)
-            losses = self.criterion(outputs['logits'], outputs['code'], boxes, labels, velocities)
-            losses.update(self.encoding.losses(outputs['extras'], outputs['pos']))
-            return losses
         results = nms_free_decode(outputs['logits'][-1], outputs['code'][-1], self.max_detections,
                                   self.post_center_range, self.score_threshold)
         for result, sample in zip(results, data_samples):

@@ -17,7 +17,8 @@ from vispe.models.detr.transformer import DecoderLayer
 class PETRDecoder(nn.Module):
     """PETR's decoder (6 layers, 8 heads, width 256, FFN 2048, dropout 0.1).
 
-    Shapes: query_pos (B, Q, d), memory (B, N, d), key_embed (B, N, d), key_mask (B, N) bool True on real tokens
+    Shapes: query_pos (B, Q, d), memory (B, N, d), key_embed (B, N, d), key_mask (B, N) bool True on real tokens,
+    self_attn_mask (Q, Q) bool True where a query may attend (denoising groups)
     -> (L, B, Q, d).
     """
 
@@ -28,11 +29,11 @@ class PETRDecoder(nn.Module):
         self.norm = nn.LayerNorm(embed_dim)
 
     def forward(self, query_pos: torch.Tensor, memory: torch.Tensor, key_embed: torch.Tensor,
-                key_mask: torch.Tensor | None = None) -> torch.Tensor:
+                key_mask: torch.Tensor | None = None, self_attn_mask: torch.Tensor | None = None) -> torch.Tensor:
         mask = None if key_mask is None else key_mask[:, None, None, :]
         tgt = torch.zeros_like(query_pos)
         outputs = []
         for layer in self.layers:
-            tgt = layer(tgt, memory, query_pos, key_embed, mask)
+            tgt = layer(tgt, memory, query_pos, key_embed, mask, self_attn_mask=self_attn_mask)
             outputs.append(self.norm(tgt))
         return torch.stack(outputs)

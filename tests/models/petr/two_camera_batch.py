@@ -1,0 +1,29 @@
+"""A synthetic two-sample, two-camera batch for detector unit tests: cameras looking along +x and -x from 1.5 m up,
+random images and a few boxes."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+PC_RANGE = (-20.0, -20.0, -3.0, 20.0, 20.0, 2.0)
+BOXES = [torch.tensor([[5.0, 2.0, -1.0, 4.0, 2.0, 1.5, 0.3], [-3.0, 8.0, -1.2, 0.8, 0.6, 1.7, -1.0]]),
+         torch.tensor([[10.0, -6.0, -0.5, 6.0, 2.5, 3.0, 2.0]])]
+LABELS = [torch.tensor([0, 3]), torch.tensor([1])]
+
+
+def batch(views: int = 2, size: int = 32) -> tuple[torch.Tensor, list[dict]]:
+    """Two samples of ``views`` cameras looking out along +x and -x from 1.5 m up."""
+    torch.manual_seed(0)
+    intrinsics = torch.tensor([[20.0, 0, size / 2], [0, 20.0, size / 2], [0, 0, 1]])
+    lidar2cam = []
+    for yaw in torch.linspace(0, 2 * math.pi, views + 1)[:-1]:
+        rotation = torch.tensor([[math.sin(yaw), -math.cos(yaw), 0], [0, 0, -1], [math.cos(yaw), math.sin(yaw), 0]])
+        transform = torch.eye(4)
+        transform[:3, :3] = rotation
+        transform[:3, 3] = rotation @ torch.tensor([0.0, 0.0, -1.5])
+        lidar2cam.append(transform)
+    samples = [dict(intrinsics=intrinsics.expand(views, 3, 3).clone(), lidar2cam=torch.stack(lidar2cam),
+                    pad_shape=(size, size), img_shape=(size, size), gt_boxes=boxes, gt_labels=labels)
+               for boxes, labels in zip(BOXES, LABELS)]
+    return torch.randn(2, views, 3, size, size), samples
