@@ -52,7 +52,7 @@ def tiny_petr_config(data_root: Path) -> Config:
     """The PETR-LID mv-scenes config on ``data_root`` at 45 x 80, with a tiny model: timm's test_resnet, width 32,
     one decoder layer, 12 queries, 8 depth bins."""
     cfg = Config.fromfile(str(PETR_CONFIG))
-    cfg.model.backbone.model_name = 'test_resnet'
+    cfg.model.backbone.update(model_name='test_resnet', out_index=-2)
     cfg.model.update(embed_dim=32, num_queries=12)
     cfg.model.decoder.update(depth=1, num_heads=2, mlp_dim=64)
     cfg.model.encoding.update(depth_num=8)

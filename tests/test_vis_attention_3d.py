@@ -86,7 +86,7 @@ def test_tool_refuses_bad_options_for_a_petr_config(tiny: TinyPETR, tmp_path: Pa
     out = tmp_path / 'refused.png'
     base = [str(tiny.configs['petr-lid']), str(tiny.checkpoints['petr-lid'])]
     cases = [
-        (['--decoder-query', '100'], "--decoder-query 100: 100 outside the model's 100 object queries"),
+        (['--decoder-query', '30'], "--decoder-query 30: 30 outside the model's 30 object queries"),
         (['--layers', '3'], "--layers 3: 3 outside the model's 3 decoder layers"),
         (['--heads', '4'], "--heads 4: 4 outside the model's 4 attention heads"),
         (['--sizes', '64'], '--sizes 64: a multi-view detector draws a sample of its data set'),

@@ -3,7 +3,7 @@
 # backbone trains from scratch at the transformer's rate; one evaluation, at the end.
 max_epochs = 3
 optim_wrapper = dict(
-    optimizer=dict(type='AdamW', lr=5e-4, weight_decay=0.01),
+    optimizer=dict(type='AdamW', lr=1e-3, weight_decay=0.01),
     clip_grad=dict(max_norm=35, norm_type=2),
 )
 param_scheduler = [

@@ -43,7 +43,7 @@ class LayoutConfig:
     min_objects: int = 3
     max_objects: int = 8
     min_distance: float = 2.0
-    max_distance: float = 25.0
+    max_distance: float = 15.0
     scale_jitter: float = 0.15
     max_attempts: int = 50
     ego_footprint: tuple[float, float, float, float] = (-2.25, 2.9, -1.4, 1.4)
