@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torchvision.ops import sigmoid_focal_loss
 
+from vispe.geometry import normalize_points
 from vispe.models.petr.box_coder import encode_boxes
 
 YAW_CHANNELS = slice(6, 8)
@@ -78,12 +79,6 @@ class DenoisingQueries:
         return self.reference.shape[1]
 
 
-def normalise_centres(centres: torch.Tensor, pc_range: tuple[float, ...]) -> torch.Tensor:
-    """(..., 3) metres -> (..., 3) fractions of ``pc_range`` (x_min, y_min, z_min, x_max, y_max, z_max)."""
-    low = centres.new_tensor(pc_range[:3])
-    return (centres - low) / (centres.new_tensor(pc_range[3:]) - low)
-
-
 def denoising_mask(groups: int, group_size: int, num_queries: int, device: torch.device) -> torch.Tensor:
     """(P + Q, P + Q) bool, True = may attend: matching queries see only each other, a group sees itself and the
     matching queries."""
@@ -116,7 +111,7 @@ def make_denoising_queries(config: QueryDenoising, boxes: list[torch.Tensor], la
 
     noise = torch.rand(groups, len(all_boxes), 3, device=device) * 2 - 1
     centres = all_boxes[:, :3] + noise * all_boxes[:, 3:6] / 2 * config.noise_scale
-    centres = normalise_centres(centres, pc_range).clamp(0.0, 1.0)
+    centres = normalize_points(centres, pc_range).clamp(0.0, 1.0)
     copy_labels = torch.cat(labels).to(device=device, dtype=torch.int64).repeat(groups, 1)
     copy_labels = copy_labels.masked_fill(noise.norm(dim=-1) > config.split, num_classes)
 
