@@ -18,7 +18,8 @@ from vispe.datasets.mv_scenes.tables import make_token
 # A tiny set: 45 x 80 images, a 360-azimuth lidar, 2 train + 1 val + 1 test-rig1 samples; its own layout, so that
 # tuning the default layout leaves the tests' scenes (and the margins measured on them) as they are.
 TINY_CONFIG = ConversionConfig(seed=3, image_size=(45, 80), lidar=replace(LIDAR, azimuths=360),
-                               layout=LayoutConfig(max_distance=25.0))
+                               layout=LayoutConfig(min_objects=3, max_objects=8, max_distance=25.0,
+                                                   class_hues=False))
 TINY_COUNTS = dict(train=2, val=1, test=1)
 
 

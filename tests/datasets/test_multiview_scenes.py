@@ -340,6 +340,35 @@ def test_layouts_rest_on_the_ground_without_overlap(meshes):
             assert np.allclose(scale, scale[0]) and 0.85 <= scale[0] <= 1.15
 
 
+def _hue(rgb: np.ndarray) -> float:
+    """Hue in [0, 1) of an RGB colour (HSV)."""
+    high, low = rgb.max(), rgb.min()
+    red, green, blue = rgb
+    if high == red:
+        sector = ((green - blue) / (high - low)) % 6
+    elif high == green:
+        sector = (blue - red) / (high - low) + 2
+    else:
+        sector = (red - green) / (high - low) + 4
+    return sector / 6
+
+
+def test_class_hues_put_each_class_in_its_own_band_and_can_be_switched_off(meshes):
+    config = LayoutConfig(min_objects=6, max_objects=6)
+    labels, distances = [], []
+    for seed in range(30):
+        for item in sample_layout(np.random.default_rng(seed), meshes, -1.84, config):
+            offset = (_hue(item.albedo) - item.label / len(meshes) + 0.5) % 1 - 0.5     # signed, on the circle
+            labels.append(item.label)
+            distances.append(abs(offset))
+    assert set(labels) == set(range(len(meshes))) and max(distances) <= config.hue_band / 2 + 1e-9
+    free = [_hue(item.albedo) for seed in range(30) for item in
+            sample_layout(np.random.default_rng(seed), meshes, -1.84, replace(config, class_hues=False))]
+    assert max(free) - min(free) > 0.8
+    with pytest.raises(ValueError, match=r'hue_band must lie in \(0, 1 / classes = 0.200\]'):
+        sample_layout(np.random.default_rng(0), meshes, -1.84, replace(config, hue_band=0.3))
+
+
 def test_rigs_cover_every_bearing_and_rig2_is_outside_the_training_jitter():
     for rig in (RIG1, RIG2):
         bearings = np.deg2rad(np.arange(0, 360, 0.5))

@@ -4,6 +4,10 @@ A layout is drawn in the lidar frame (x forward, y left, z up; the ground at ``z
 
 * the number of objects is uniform in ``[min_objects, max_objects]``, each object's class uniform over
   the meshes;
+* each object gets a colour (its albedo): saturation uniform in [0.55, 0.9], value in [0.45, 0.95], and a hue
+  uniform in its class's band when ``class_hues`` (class ``k`` of ``K`` within ``hue_band / 2`` of ``k / K``
+  on the hue circle, so the class can be told from colour and the set measures 3D localisation more than
+  recognition), else a hue uniform over the circle with saturation in [0.25, 0.85] and value in [0.35, 0.95];
 * each object gets a uniform scale factor in ``[1 - scale_jitter, 1 + scale_jitter]`` (all axes), a
   uniform yaw in [-pi, pi), and a box centre at a uniform distance in ``[min_distance, max_distance]``
   and a uniform bearing around the lidar; it rests on the ground (its lowest point at ``ground_z``);
@@ -40,13 +44,15 @@ class LayoutConfig:
     x_max, y_min, y_max) in the lidar frame that objects keep clear of: the ego car (about 4.1 x 1.7 m
     around the lidar, 0.94 m ahead of the rear axle) with 0.5 m margin."""
 
-    min_objects: int = 3
-    max_objects: int = 8
+    min_objects: int = 2
+    max_objects: int = 6
     min_distance: float = 2.0
     max_distance: float = 15.0
     scale_jitter: float = 0.15
     max_attempts: int = 50
     ego_footprint: tuple[float, float, float, float] = (-2.25, 2.9, -1.4, 1.4)
+    class_hues: bool = True
+    hue_band: float = 0.08
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,9 +123,13 @@ def place_object(mesh: CanonicalMesh, label: int, scale: float, yaw: float, xy: 
     return PlacedObject(label, vertices, mesh.faces, box, np.asarray(albedo, np.float64))
 
 
-def _random_albedo(rng: np.random.Generator) -> np.ndarray:
-    """A random colour: uniform hue, saturation in [0.25, 0.85], value in [0.35, 0.95] (HSV -> RGB)."""
-    hue, saturation, value = rng.uniform(0, 1), rng.uniform(0.25, 0.85), rng.uniform(0.35, 0.95)
+def _random_albedo(rng: np.random.Generator, label: int, num_classes: int, config: LayoutConfig) -> np.ndarray:
+    """A random colour of class ``label`` (see the module docstring; HSV -> RGB)."""
+    if config.class_hues:
+        hue = label / num_classes + rng.uniform(-config.hue_band / 2, config.hue_band / 2)
+        saturation, value = rng.uniform(0.55, 0.9), rng.uniform(0.45, 0.95)
+    else:
+        hue, saturation, value = rng.uniform(0, 1), rng.uniform(0.25, 0.85), rng.uniform(0.35, 0.95)
     channel = (np.array([5.0, 3.0, 1.0]) + hue * 6) % 6
     return value - value * saturation * np.clip(np.minimum(channel, 4 - channel), 0, 1)
 
@@ -132,6 +142,9 @@ def sample_layout(rng: np.random.Generator, meshes: list[CanonicalMesh], ground_
         raise ValueError(f'need 1 <= min_objects <= max_objects, got {config.min_objects}, {config.max_objects}')
     if not 0 <= config.min_distance < config.max_distance:
         raise ValueError(f'need 0 <= min_distance < max_distance, got {config.min_distance}, {config.max_distance}')
+    if not 0 < config.hue_band <= 1 / len(meshes):
+        raise ValueError(f'hue_band must lie in (0, 1 / classes = {1 / len(meshes):.3f}] so that class hues do not '
+                         f'overlap, got {config.hue_band}')
     x0, x1, y0, y1 = config.ego_footprint
     taken = [np.array([[x1, y1], [x1, y0], [x0, y0], [x0, y1]])]
     objects: list[PlacedObject] = []
@@ -139,7 +152,7 @@ def sample_layout(rng: np.random.Generator, meshes: list[CanonicalMesh], ground_
         label = int(rng.integers(len(meshes)))
         scale = float(rng.uniform(1 - config.scale_jitter, 1 + config.scale_jitter))
         yaw = float(rng.uniform(-math.pi, math.pi))
-        albedo = _random_albedo(rng)
+        albedo = _random_albedo(rng, label, len(meshes), config)
         size = meshes[label].size * scale
         for _attempt in range(config.max_attempts):
             distance = rng.uniform(config.min_distance, config.max_distance)
