@@ -1,5 +1,5 @@
 # PETR made small for mv-scenes on CPU: ResNet-18 from scratch to stride 8 (its third stage), shared by the six
-# views; width 128, 3 decoder layers of 4 heads, 30 learnable 3D reference points (scenes hold 3-8 objects), PETR's
+# views; width 128, 3 decoder layers of 4 heads, 30 learnable 3D reference points (scenes hold 2-6 objects), PETR's
 # heads, matching and losses. A backbone from scratch learns slowly from the set loss alone, so training adds
 # PETRv2's query denoising and a 2D centre-heatmap head on the backbone (both training only, the same for every
 # encoding). The position range holds the scene (objects 2-15 m from the ego, the lidar 1.84 m above the ground); each
