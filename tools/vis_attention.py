@@ -150,7 +150,7 @@ def check_multiview(args: argparse.Namespace, model: PETRDetector) -> None:
             raise InvalidArgument(option, value, 'a multi-view detector draws a sample of its data set at the '
                                   'config\'s image size', f'leave out {option} and pick the sample with --scene')
     if args.decoder_query is not None:
-        check_indices('--decoder-query', [args.decoder_query], model.reference_points.num_embeddings,
+        check_indices('--decoder-query', [args.decoder_query], model.num_queries,
                       'object queries', negative=False)
     check_indices('--layers', args.layers, len(model.decoder.layers), 'decoder layers')
     check_heads(args.heads, model.decoder)

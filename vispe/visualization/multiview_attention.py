@@ -106,7 +106,7 @@ def query_attention(model: PETRDetector, batch: Mapping[str, Any], layers: Seque
     scores = logits[-1, query].float().sigmoid()
     num_layers = len(probs)
     kept = sorted({layer % num_layers for layer in layers})
-    reference_unit = model.reference_points.weight[query].detach()
+    reference_unit = outputs['reference'][0, query].detach()
     position_range = getattr(model.encoding, 'position_range', None)
     return QueryAttention(
         query=query, chosen=chosen, label=int(scores.argmax()), score=float(scores.max()),

@@ -8,8 +8,8 @@ a Gaussian at every box centre that projects into the view. The Gaussian's peak 
 projected centre; its σ is ``(2r + 1) / 6`` cells (CenterNet's drawing) with ``r = max(min_radius, radius_scale ·
 projected box diameter)`` in cells, the diameter being the box's longest side over its camera depth times the
 focal length. The loss is CenterNet's penalty-reduced focal loss (α 2, β 4) summed over the real cells and divided
-by the number of peaks (at least 1). Training only: the head is not used at inference and adds no parameter the
-released PETR checkpoints have.
+by the number of peaks (at least 1). It adds no parameter the released PETR checkpoints have; it runs at inference
+only when the detector draws its queries from the tokens it scores best (``PETRDetector(token_queries=...)``).
 
 Shapes: features (B·V, C, h, w) -> logits (B·V, K, h, w); targets from boxes (G_b, 7) per sample, labels (G_b,) and
 the cameras of the batch.
@@ -76,6 +76,12 @@ def centre_heatmap_loss(logits: torch.Tensor, targets: torch.Tensor, valid: torc
     return loss.sum() / peaks.sum().clamp(min=1.0)
 
 
+def gather_tokens(tokens: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Tokens (B, N, ...) at index (B, k) -> (B, k, ...)."""
+    expanded = index.reshape(*index.shape, *(1,) * (tokens.ndim - 2)).expand(-1, -1, *tokens.shape[2:])
+    return tokens.gather(1, expanded)
+
+
 class CentreHeatmapHead(nn.Module):
     """3×3 conv, ReLU, 1×1 conv to one logit per class and cell; the class bias starts at the prior 0.1.
 
@@ -102,10 +108,10 @@ class CentreHeatmapHead(nn.Module):
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.layers(features)
 
-    def loss(self, features: torch.Tensor, cameras: Cameras, boxes: list[torch.Tensor], labels: list[torch.Tensor],
+    def loss(self, logits: torch.Tensor, cameras: Cameras, boxes: list[torch.Tensor], labels: list[torch.Tensor],
              stride: int, valid: torch.Tensor | None = None) -> torch.Tensor:
-        """The weighted loss of features (B·V, C, h, w) against the boxes' heatmaps; valid (B, V, h, w) cells."""
-        logits = self(features)
+        """The weighted loss of this head's logits (B·V, K, h, w) against the boxes' heatmaps; valid (B, V, h, w)
+        cells."""
         logits = logits.view(cameras.num_samples, cameras.num_views, *logits.shape[1:])
         targets = centre_heatmaps(cameras, boxes, labels, self.num_classes, tuple(logits.shape[-2:]), stride,
                                   self.radius_scale, self.min_radius)

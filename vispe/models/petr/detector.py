@@ -23,6 +23,7 @@ from vispe.geometry import Cameras, Positions
 from vispe.models.inputs import check_image_batch, check_nonfinite_option, value_checks_enabled
 from vispe.models.petr.box_coder import denormalize_centers, nms_free_decode
 from vispe.models.petr.centre_heatmap import CentreHeatmapHead
+from vispe.models.petr.token_queries import TokenQueries, proposal_loss
 from vispe.models.petr.criterion import PETRCriterion
 from vispe.models.petr.denoising import DenoisingQueries, QueryDenoising, denoising_losses, make_denoising_queries
 from vispe.models.petr.transformer import PETRDecoder
@@ -110,6 +111,10 @@ class PETRDetector(BaseModel):
             ``dict(groups=10)``; ``dn_loss_*`` losses); None: PETR's training (the default).
         centre_heatmap: a 2D auxiliary head on the backbone features in training (:class:`CentreHeatmapHead`
             arguments, e.g. ``dict(weight=1.0)``; ``loss_heatmap``); None: none (PETR).
+        token_queries: draw the ``num_queries`` queries from the heatmap's best tokens, with content and reference
+            points from the tokens and a proposal loss on the references (:class:`TokenQueries` arguments, e.g.
+            ``dict(proposal_weight=0.25)``; ``loss_proposal``; needs ``centre_heatmap``); None: PETR's learnable
+            reference points with zero content.
     """
 
     def __init__(self, backbone: dict, num_classes: int, encoding: dict | None = None, decoder: dict | None = None,
@@ -118,7 +123,8 @@ class PETRDetector(BaseModel):
                  bbox_weight: float = 0.25, max_detections: int = 300,
                  post_center_range: Sequence[float] | None = None, score_threshold: float | None = None,
                  num_reg_fcs: int = 2, nonfinite_inputs: str = 'raise', denoising: dict | None = None,
-                 centre_heatmap: dict | None = None, data_preprocessor: dict | None = None,
+                 centre_heatmap: dict | None = None, token_queries: dict | None = None,
+                 data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         if len(pc_range) != 6 or any(hi <= lo for lo, hi in zip(pc_range[:3], pc_range[3:])):
@@ -132,7 +138,9 @@ class PETRDetector(BaseModel):
                             f'vispe.encodings.CameraEncoding); got {type(self.encoding).__name__}.')
         self.input_proj = nn.Conv2d(self.encoding.out_channels(self.backbone.channels), embed_dim, kernel_size=1)
         self.decoder = PETRDecoder(embed_dim=embed_dim, **(decoder or {}))
-        self.reference_points = nn.Embedding(num_queries, 3)
+        self.num_queries = num_queries
+        self.reference_points = nn.Embedding(num_queries, 3) if token_queries is None else None
+        self.token_queries = TokenQueries(embed_dim, num_queries, **token_queries) if token_queries is not None else None
         cls_branch = classification_branch(embed_dim, num_classes, num_reg_fcs)
         reg_branch = regression_branch(embed_dim, code_size, num_reg_fcs)
         # PETR without box refinement shares one branch between the layers (its checkpoints list it per layer).
@@ -151,6 +159,9 @@ class PETRDetector(BaseModel):
         self.denoising = QueryDenoising(**denoising) if denoising is not None else None
         self.centre_heatmap = (CentreHeatmapHead(self.backbone.channels, num_classes, **centre_heatmap)
                                if centre_heatmap is not None else None)
+        if token_queries is not None and self.centre_heatmap is None:
+            raise ValueError('token_queries draws the queries by the centre heatmap: set centre_heatmap too, e.g. '
+                             'centre_heatmap=dict(weight=1.0).')
         self._init_transformer()
 
     def _init_transformer(self) -> None:
@@ -158,7 +169,8 @@ class PETRDetector(BaseModel):
         for parameter in self.decoder.parameters():
             if parameter.dim() > 1:
                 nn.init.xavier_uniform_(parameter)
-        nn.init.uniform_(self.reference_points.weight, 0, 1)
+        if self.reference_points is not None:
+            nn.init.uniform_(self.reference_points.weight, 0, 1)
 
     def check_inputs(self, inputs: torch.Tensor, masks: torch.Tensor | None) -> None:
         """Images (B, V, 3, H, W) of at least one stride a side, on the model's device and dtype, finite; masks."""
@@ -188,8 +200,9 @@ class PETRDetector(BaseModel):
                      data_samples: list[Mapping[str, Any]] | None,
                      denoising: DenoisingQueries | None = None) -> dict[str, Any]:
         """Class logits (L, B, Q, K) and box codes (L, B, Q, C), centres in metres; the memory's positions and the
-        encoding's extras, the backbone's features (B·V, C, h, w). With ``denoising`` its P slots come first:
-        (L, B, P + Q, ·)."""
+        encoding's extras, the centre heatmap's logits (B·V, K, h, w) when it ran (training, or token queries), the
+        queries' reference points (B, Q, 3) in [0, 1] and, with token queries, their tokens' indices (B, Q) (else
+        None). With ``denoising`` its P slots come first: (L, B, P + Q, ·)."""
         self.check_inputs(inputs, masks)
         cameras = Cameras.from_batch(data_samples, inputs.device)
         if cameras is None:
@@ -204,13 +217,22 @@ class PETRDetector(BaseModel):
         features = self.input_proj(encoded.features)
         memory = features.view(batch, views, *features.shape[1:]).permute(0, 1, 3, 4, 2).flatten(1, 3)
         key_embed = self.encoding.key_embedding(pos, batch, encoded.extras).to(memory.dtype)
-        reference = self.reference_points.weight[None].expand(batch, -1, -1)
+        key_valid = pos.token_valid()
+        heatmap = content = query_index = None
+        if self.centre_heatmap is not None and (self.training or self.token_queries is not None):
+            heatmap = self.centre_heatmap(image_features)
+        if self.token_queries is not None:
+            content, reference, query_index = self.token_queries(memory, key_embed, heatmap, key_valid)
+        else:
+            reference = self.reference_points.weight[None].expand(batch, -1, -1)
         self_attn_mask = None
         if denoising is not None:
             reference = torch.cat([denoising.reference.to(reference.dtype), reference], 1)
             self_attn_mask = denoising.self_attn_mask
+            if content is not None:
+                content = torch.cat([content.new_zeros(batch, denoising.num_slots, content.shape[-1]), content], 1)
         query_pos = self.encoding.encode_queries(reference)
-        hidden = self.decoder(query_pos, memory, key_embed, pos.token_valid(), self_attn_mask)
+        hidden = self.decoder(query_pos, memory, key_embed, key_valid, self_attn_mask, content)
         logits = torch.stack([branch(layer) for branch, layer in zip(self.cls_branches, hidden)])
         raw = torch.stack([branch(layer) for branch, layer in zip(self.reg_branches, hidden)])
         anchor = inverse_sigmoid(reference)
@@ -219,7 +241,8 @@ class PETRDetector(BaseModel):
         normalised = torch.cat([centers[..., 0:2].sigmoid(), centers[..., 2:4], centers[..., 4:5].sigmoid(),
                                 centers[..., 5:]], -1)
         return dict(logits=logits, code=denormalize_centers(normalised, self.pc_range), pos=pos,
-                    extras=encoded.extras, features=image_features)
+                    extras=encoded.extras, heatmap=heatmap, reference=reference,
+                    query_index=query_index)
 
     def targets(self, data_samples: list[Mapping[str, Any]], device: torch.device) -> tuple[list, list, list | None]:
         """Per sample gt boxes (G, 7), labels (G,) and, for a 10-channel code, velocities (G, 2), checked."""
@@ -261,7 +284,7 @@ class PETRDetector(BaseModel):
         denoising = None
         if self.denoising is not None:
             denoising = make_denoising_queries(self.denoising, boxes, labels, self.num_classes,
-                                               self.reference_points.num_embeddings, self.pc_range,
+                                               self.num_queries, self.pc_range,
                                                self.criterion.code_size, velocities)
         outputs = self.predict_sets(inputs, masks, data_samples, denoising)
         logits, code = outputs['logits'], outputs['code']
@@ -276,8 +299,13 @@ class PETRDetector(BaseModel):
         losses.update(self.encoding.losses(outputs['extras'], outputs['pos']))
         if self.centre_heatmap is not None:
             pos = outputs['pos']
-            losses['loss_heatmap'] = self.centre_heatmap.loss(outputs['features'], pos.cameras, boxes, labels,
+            losses['loss_heatmap'] = self.centre_heatmap.loss(outputs['heatmap'], pos.cameras, boxes, labels,
                                                               self.backbone.stride, pos.valid_mask)
+        if self.token_queries is not None:
+            pos = outputs['pos']
+            losses['loss_proposal'] = self.token_queries.proposal_weight * proposal_loss(
+                outputs['reference'][:, -self.num_queries:], outputs['query_index'], pos.cameras, boxes,
+                pos.grid_size, self.backbone.stride, self.pc_range)
         return losses
 
     def forward(self, inputs: torch.Tensor, masks: torch.Tensor | None = None,

@@ -18,8 +18,8 @@ class PETRDecoder(nn.Module):
     """PETR's decoder (6 layers, 8 heads, width 256, FFN 2048, dropout 0.1).
 
     Shapes: query_pos (B, Q, d), memory (B, N, d), key_embed (B, N, d), key_mask (B, N) bool True on real tokens,
-    self_attn_mask (Q, Q) bool True where a query may attend (denoising groups)
-    -> (L, B, Q, d).
+    self_attn_mask (Q, Q) bool True where a query may attend (denoising groups), content (B, Q, d) the queries'
+    initial content (PETR: zeros, the default) -> (L, B, Q, d).
     """
 
     def __init__(self, embed_dim: int = 256, depth: int = 6, num_heads: int = 8, mlp_dim: int = 2048,
@@ -29,9 +29,10 @@ class PETRDecoder(nn.Module):
         self.norm = nn.LayerNorm(embed_dim)
 
     def forward(self, query_pos: torch.Tensor, memory: torch.Tensor, key_embed: torch.Tensor,
-                key_mask: torch.Tensor | None = None, self_attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+                key_mask: torch.Tensor | None = None, self_attn_mask: torch.Tensor | None = None,
+                content: torch.Tensor | None = None) -> torch.Tensor:
         mask = None if key_mask is None else key_mask[:, None, None, :]
-        tgt = torch.zeros_like(query_pos)
+        tgt = torch.zeros_like(query_pos) if content is None else content
         outputs = []
         for layer in self.layers:
             tgt = layer(tgt, memory, query_pos, key_embed, mask, self_attn_mask=self_attn_mask)
