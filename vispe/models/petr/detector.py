@@ -23,9 +23,9 @@ from vispe.geometry import Cameras, Positions
 from vispe.models.inputs import check_image_batch, check_nonfinite_option, value_checks_enabled
 from vispe.models.petr.box_coder import denormalize_centers, nms_free_decode
 from vispe.models.petr.centre_heatmap import CentreHeatmapHead
-from vispe.models.petr.token_queries import TokenQueries, proposal_loss
 from vispe.models.petr.criterion import PETRCriterion
 from vispe.models.petr.denoising import DenoisingQueries, QueryDenoising, denoising_losses, make_denoising_queries
+from vispe.models.petr.token_queries import TokenQueries, proposal_loss
 from vispe.models.petr.transformer import PETRDecoder
 from vispe.registry import MODELS
 
@@ -140,7 +140,8 @@ class PETRDetector(BaseModel):
         self.decoder = PETRDecoder(embed_dim=embed_dim, **(decoder or {}))
         self.num_queries = num_queries
         self.reference_points = nn.Embedding(num_queries, 3) if token_queries is None else None
-        self.token_queries = TokenQueries(embed_dim, num_queries, **token_queries) if token_queries is not None else None
+        self.token_queries = (TokenQueries(embed_dim, num_queries, **token_queries) if token_queries is not None
+                              else None)
         cls_branch = classification_branch(embed_dim, num_classes, num_reg_fcs)
         reg_branch = regression_branch(embed_dim, code_size, num_reg_fcs)
         # PETR without box refinement shares one branch between the layers (its checkpoints list it per layer).

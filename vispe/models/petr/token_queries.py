@@ -11,9 +11,9 @@ where PETR's learnable points live) is ``sigmoid(MLP(content))``. A query whose 
 its view) the projected centre of a ground-truth box is that box's proposal: ``loss_proposal`` is the L1 distance in
 metres between its reference (as the detector's ``pc_range`` reads it) and the box centre, averaged over such
 queries, as two-stage DETRs supervise their proposals; it makes the Hungarian matching pair each box with the query
-drawn from it early, so that class and box targets stop moving between queries. The geometry a query starts from is therefore
-what the encoding put into its token's key: a camera ray (PETR), a 3D point (3DPPE), or only the camera and pixel
-(the multi-view sine), so the encodings still differ where they should, on an unseen rig. The choice of tokens
+drawn from it early, so that class and box targets stop moving between queries. The geometry a query starts from
+is what the encoding put into its token's key: a camera ray (PETR), a 3D point (3DPPE), or only the camera and
+pixel (the multi-view sine), so the encodings still differ where they should, on an unseen rig. The choice of tokens
 passes no gradient; the content and reference do.
 
 Shapes: memory, key_embed (B, N, d); heatmap logits (B·V, K, h, w) with N = V·h·w; valid (B, N) or None
