@@ -80,3 +80,14 @@ def test_proposal_targets_and_loss() -> None:
     assert float(reference.grad[0, 2].abs().sum()) == 0.0 and float(reference.grad[0, 1].abs().sum()) > 0
     empty = proposal_loss(reference, index, cameras, [boxes[0][:0], boxes[1][:0]], (4, 4), 8, PC_RANGE)
     assert float(empty.detach()) == 0.0 and empty.requires_grad
+
+
+def test_token_queries_refuse_a_negative_proposal_weight() -> None:
+    with pytest.raises(ValueError, match='proposal_weight must be a finite number >= 0'):
+        token_query_detector_with(proposal_weight=-1.0)
+
+
+def token_query_detector_with(**token_queries) -> PETRDetector:
+    return PETRDetector(backbone=dict(type='TimmFeatures', model_name='resnet10t', out_index=-3), num_classes=5,
+                        encoding=dict(type='MultiViewSine'), num_queries=6, embed_dim=32, code_size=8,
+                        pc_range=PC_RANGE, centre_heatmap=dict(weight=1.0), token_queries=token_queries)
