@@ -118,3 +118,19 @@ def test_camera_encodings_are_listed_as_needing_cameras() -> None:
 def test_position_range_must_hold_the_depth_bins() -> None:
     with pytest.raises(ValueError, match='position_range'):
         vispe.build_encoding(dict(type='PETR', position_range=(0, -1, -1, 0.5, 1, 1)), embed_dim=32)
+
+
+def test_ray_inputs_are_built_once_per_rig() -> None:
+    """PETR caches its MLP input per rig: equal cameras built anew hit the cache (the same embedding bit for
+    bit), another rig builds again, and the cached values are those of a fresh build."""
+    from vispe.engine.benchmark_detector import table_builds
+    petr = vispe.build_encoding('PETR', embed_dim=32)
+    first = petr.key_embedding(memory_positions(rig_cameras(0, 1)), 2, {})
+    assert table_builds(petr) == 2  # the camera-independent frustum and this rig's MLP input
+    again = petr.key_embedding(memory_positions(rig_cameras(0, 1)), 2, {})
+    assert table_builds(petr) == 2 and torch.equal(first, again)
+    swapped = petr.key_embedding(memory_positions(rig_cameras(1, 0)), 2, {})
+    assert table_builds(petr) == 3 and torch.equal(swapped[0], first[1])
+    fresh = vispe.build_encoding('PETR', embed_dim=32)
+    fresh.load_state_dict(petr.state_dict())
+    assert torch.equal(fresh.key_embedding(memory_positions(rig_cameras(0, 1)), 2, {}), first)

@@ -155,3 +155,19 @@ def test_bf16_autocast_keeps_float32_and_values() -> None:
         got = run(cams)
     for e, g in zip(expected, got):
         assert g.dtype == torch.float32 and torch.equal(e, g)
+
+
+def test_fingerprint_is_equal_for_equal_rigs_only() -> None:
+    assert cameras(0, 1).fingerprint == cameras(0, 1).fingerprint
+    assert cameras(0, 1).fingerprint != cameras(1, 0).fingerprint
+    assert cameras(0).fingerprint != cameras(0, 0).fingerprint
+    intrinsics, lidar2cam = rig(0)
+    nudged = intrinsics.clone()
+    nudged[2, 0, 2] += 1e-9  # below float32 resolution at 400 px: the float64 calibration still tells them apart
+    base = Cameras(intrinsics[None], lidar2cam[None], IMAGE_SIZE)
+    assert base.fingerprint != Cameras(nudged[None], lidar2cam[None], IMAGE_SIZE).fingerprint
+    wider = (IMAGE_SIZE[0], IMAGE_SIZE[1] + 32)
+    assert base.fingerprint != Cameras(intrinsics[None], lidar2cam[None], wider).fingerprint
+    moved = Cameras(intrinsics[None], lidar2cam[None], IMAGE_SIZE,
+                    scene_transform=SceneTransform.translation((0.5, 0.0, 0.0)).matrix)
+    assert base.fingerprint != moved.fingerprint

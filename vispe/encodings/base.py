@@ -327,10 +327,15 @@ class TableCache:
         self._tables: OrderedDict[Hashable, Any] = OrderedDict()
         self.builds = 0
 
+    @staticmethod
+    def tracing() -> bool:
+        """Whether torch.compile, torch.export or torch.fx is tracing: tables are then built in the traced code."""
+        return torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_symbolic_tracing()
+
     def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """The table under ``key``, built on a miss. While torch.compile, torch.export or torch.fx trace a
         model the table is built in the traced code instead, so the graph holds no state from outside."""
-        if torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_symbolic_tracing():
+        if self.tracing():
             return build()
         if key in self._tables:
             self._tables.move_to_end(key)

@@ -55,8 +55,9 @@ class PETR(CameraEncoding):
     ``adapt_pos3d`` of the multi-view sine table (``with_multiview``). Queries: ``query_embedding(pos2posemb3d(r))``
     of reference points r in [0, 1] (PETR's learnable ``reference_points``).
 
-    The camera-independent frustum (pixels × depths) is cached per feature and image size; the rig's
-    ``img2lidar`` is applied once per forward (one batched matrix product). PETR's ``coords_mask`` (points
+    The camera-independent frustum (pixels × depths) is cached per feature and image size, and the MLP's input
+    (the frustum lifted by the rig's ``img2lidar``, normalised and inverse-sigmoided) per rig: at inference with
+    a fixed rig only the MLP runs; in training each new rig costs one batched matrix product. PETR's ``coords_mask`` (points
     outside the range) is computed but never used by the reference, so it is not computed here; padded cells
     are masked out of attention by the detector.
 
@@ -115,6 +116,7 @@ class PETR(CameraEncoding):
         self.register_buffer('depths', depth_bins(depth_num, depth_start, self.position_range[3], depth_mode),
                              persistent=False)
         self._frustums = TableCache()
+        self._rig_inputs = TableCache(max_entries=4)
 
     def frustum(self, pos: Positions) -> torch.Tensor:
         """(B, V, h, w, D, 3) scene-frame points of every cell and depth bin, normalised to the position range."""
@@ -129,14 +131,28 @@ class PETR(CameraEncoding):
         points = points.view(cameras.num_samples, views, height, width, self.depth_num, 3)
         return normalize_points(points, self.position_range)
 
-    def ray_embedding(self, pos: Positions) -> torch.Tensor:
-        """(B, V·h·w, C): ``position_encoder`` of the (inverse-sigmoided) normalised frustum."""
+    def ray_inputs(self, pos: Positions) -> torch.Tensor:
+        """(B·V, 3·D, h, w) the input of ``position_encoder``: the normalised frustum, inverse-sigmoided, channel
+        3k + axis. It depends on the rig alone, so it is cached per rig (:attr:`Cameras.fingerprint`) and grid:
+        a fixed rig at inference pays for it once."""
+        views, height, width = multiview_grid(pos, 'PETR')
+        if TableCache.tracing():
+            return self._build_ray_inputs(pos)
+        key = ((height, width), pos.device, self.pixel, self.use_inverse_sigmoid, pos.cameras.fingerprint)
+        return self._rig_inputs.get(key, lambda: self._build_ray_inputs(pos))
+
+    def _build_ray_inputs(self, pos: Positions) -> torch.Tensor:
         frustum = self.frustum(pos)
         if self.use_inverse_sigmoid:
             frustum = inverse_sigmoid(frustum)
         batch, views, height, width = frustum.shape[:4]
-        channels = frustum.permute(0, 1, 4, 5, 2, 3).reshape(batch * views, self.depth_num * 3, height, width)
-        embedding = self.position_encoder(channels).view(batch, views, self.embed_dim, height, width)
+        return frustum.permute(0, 1, 4, 5, 2, 3).reshape(batch * views, self.depth_num * 3, height, width)
+
+    def ray_embedding(self, pos: Positions) -> torch.Tensor:
+        """(B, V·h·w, C): ``position_encoder`` of the (inverse-sigmoided) normalised frustum."""
+        views, height, width = multiview_grid(pos, 'PETR')
+        embedding = self.position_encoder(self.ray_inputs(pos))
+        embedding = embedding.view(pos.cameras.num_samples, views, self.embed_dim, height, width)
         return embedding.permute(0, 1, 3, 4, 2).flatten(1, 3)
 
     def key_embedding(self, pos: Positions, batch: int, extras: dict[str, Any]) -> torch.Tensor:

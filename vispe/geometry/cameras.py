@@ -273,6 +273,15 @@ class Cameras:
             return (viewpad(self._exact[0]) @ self._extrinsics64()).float()
 
     @cached_property
+    def fingerprint(self) -> bytes:
+        """The rig as bytes: B, V, the image size and the float64 intrinsics, lidar2cam and scene transform of every
+        sample and view. Equal fingerprints mean equal cameras, so caches of tables that depend only on the rig
+        (PETR's normalised frustum) key on it; computing it reads the matrices back to the host."""
+        header = torch.tensor([self.num_samples, self.num_views, *self.image_size], dtype=torch.float64)
+        matrices = [matrix.detach().reshape(-1).cpu() for matrix in self._exact]
+        return torch.cat([header, *matrices]).numpy().tobytes()
+
+    @cached_property
     def img2lidar(self) -> torch.Tensor:
         """(B, V, 4, 4) inverse of :attr:`lidar2img`, computed in float64 from the float64 ``lidar2img`` as PETR
         inverts it (``np.linalg.inv``), so the float32 result equals the reference's bit for bit."""
