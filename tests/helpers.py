@@ -1,12 +1,16 @@
 """Helpers shared by tests (not fixtures)."""
 from __future__ import annotations
 
+import importlib.util
+import sys
+from types import ModuleType
+
 import torch
 
 import vispe
 from vispe.geometry import Positions
 
-from .conftest import TINY_VIT
+from .conftest import REPO_ROOT, TINY_VIT
 
 
 def tiny_vit(encoding=None, **overrides) -> vispe.VisionTransformer:
@@ -17,6 +21,18 @@ def tiny_vit(encoding=None, **overrides) -> vispe.VisionTransformer:
 
 def positions(grid, num_prefix_tokens=1) -> Positions:
     return Positions(grid, num_prefix_tokens)
+
+
+def load_tool(name: str) -> ModuleType:
+    """``tools/<name>.py`` (e.g. 'eval_resolution', 'dataset_converters/multiview_scenes') imported once per test
+    session under a private module name, so tests call its functions in-process."""
+    module_name = '_tool_' + name.replace('/', '_')
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, REPO_ROOT / 'tools' / f'{name}.py')
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module  # dataclasses look their module up while the file runs
+        spec.loader.exec_module(module)
+    return sys.modules[module_name]
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:

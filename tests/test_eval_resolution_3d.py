@@ -4,13 +4,11 @@ set and the metric, seed groups as mean and spread, a submission json the devkit
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
 import shutil
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
@@ -19,6 +17,7 @@ from mmengine.config import Config
 pytest.importorskip('nuscenes', reason='mv-scenes takes scene names from nuscenes-devkit')
 
 from tests.conftest import REPO_ROOT  # noqa: E402
+from tests.helpers import load_tool  # noqa: E402
 from tests.datasets.mv_scenes_fixture import TINY_CONFIG  # noqa: E402
 from vispe.datasets.mv_scenes import convert  # noqa: E402
 from vispe.engine.arguments import InvalidArgument  # noqa: E402
@@ -28,24 +27,9 @@ from vispe.registry import DATASETS, METRICS, MODELS  # noqa: E402
 PETR_CONFIG = REPO_ROOT / 'configs' / 'petr' / 'petr-r18_petr-lid_mv-scenes.py'
 VIT_CONFIG = REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py'
 IMAGE_SIZE = (45, 80)  # the tiny set's images; the config's test size, so 36 -> (36, 64)
-_TOOLS: dict[str, ModuleType] = {}
-
-
-def tool(name: str) -> ModuleType:
-    """tools/<name>.py imported once (in-process: the tests pay vispe's import once)."""
-    if name not in _TOOLS:
-        module_name = f'_tool_3d_{name}'
-        spec = importlib.util.spec_from_file_location(module_name, REPO_ROOT / 'tools' / f'{name}.py')
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-        _TOOLS[name] = module
-    return _TOOLS[name]
-
-
 def run_tool(name: str, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setattr(sys, 'argv', [f'{name}.py', *argv])
-    return tool(name).main()
+    return load_tool(name).main()
 
 
 def tiny_petr_config(data_root: Path) -> Config:
@@ -111,7 +95,7 @@ def independent_metrics(work_dir: Path, split: str, image_size: tuple[int, int],
 
 
 def test_sweep_evaluates_every_rig_zoom_and_size(petr_runs, tmp_path, monkeypatch, capsys) -> None:
-    evaluation = tool('eval_resolution')
+    evaluation = load_tool('eval_resolution')
     seen = []
     original = evaluation.evaluate
 
@@ -271,7 +255,7 @@ def test_eval_resolution_refuses_what_the_runs_cannot_do(petr_runs, mv_root, tmp
 
 
 def test_format_only_refuses_other_configs_and_a_stray_out(tmp_path, monkeypatch, capsys) -> None:
-    test = tool('test')
+    test = load_tool('test')
     monkeypatch.setattr(test, 'build_runner', lambda cfg: pytest.fail('the runner was built'))
     with pytest.raises(InvalidArgument, match=r"--format-only .*vit-t2_ape_fmnist-28\.py: the config's test_evaluator "
                                               r"is 'Accuracy', not a NuScenesMetric; use a multi-view 3D config "

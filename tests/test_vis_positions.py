@@ -2,11 +2,8 @@
 feature cells when projected with the dataset's cameras; the tool draws them and refuses what it cannot draw."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -18,6 +15,7 @@ pytest.importorskip('open3d', reason='the tiny mv-scenes set is ray-cast with op
 pytest.importorskip('nuscenes', reason='mv-scenes takes its scene names from nuscenes-devkit')
 
 from tests.conftest import REPO_ROOT  # noqa: E402
+from tests.helpers import load_tool  # noqa: E402
 from tests.datasets.mv_scenes_fixture import TINY_CONFIG  # noqa: E402
 from vispe.datasets.mv_scenes import convert  # noqa: E402
 from vispe.engine.arguments import InvalidArgument  # noqa: E402
@@ -63,16 +61,6 @@ def tiny_petr(tmp_path_factory: pytest.TempPathFactory) -> TinyPETR:
             torch.save({'state_dict': MODELS.build(cfg.model).state_dict(), 'meta': {'epoch': 0}}, checkpoints[name])
         _CACHE['tiny'] = TinyPETR(root, configs, checkpoints)
     return _CACHE['tiny']
-
-
-def load_tool(name: str) -> ModuleType:
-    module_name = f'_tool_{name}'
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, REPO_ROOT / 'tools' / f'{name}.py')
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
 
 
 def assert_figure(path: Path, min_size: tuple[int, int] = (1000, 800)) -> None:

@@ -2,7 +2,6 @@
 independent ray casts and the nuScenes devkit, determinism, atomic writing and the error cases."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -16,7 +15,7 @@ from PIL import Image
 
 pytest.importorskip('nuscenes', reason='mv-scenes takes scene names and is checked with nuscenes-devkit')
 
-from tests.conftest import REPO_ROOT  # noqa: E402
+from tests.helpers import load_tool  # noqa: E402
 from tests.datasets.mv_scenes_fixture import (TINY_CONFIG, TINY_COUNTS, cast_many, cast_one,  # noqa: E402
                                              independent_scene, replay, sensor_pose)
 from vispe.datasets.mv_scenes import (CLASSES, RIG1, RIG2, DatasetExistsError, DegenerateBoxError,  # noqa: E402
@@ -390,11 +389,7 @@ def test_rigs_cover_every_bearing_and_rig2_is_outside_the_training_jitter():
 
 
 def test_cli_writes_a_set_and_reports_its_size(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location('multiview_scenes', REPO_ROOT / 'tools' / 'dataset_converters'
-                                                  / 'multiview_scenes.py')
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    main = tool.main
+    main = load_tool('dataset_converters/multiview_scenes').main
     root = tmp_path / 'cli'
     arguments = ['--root', str(root), '--train', '1', '--val', '1', '--test', '0', '--image-size', '16', '24',
                  '--lidar-azimuths', '90', '--workers', '1', '--quiet']

@@ -7,12 +7,9 @@ value seen and says what to pass.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import inspect
 import io
 import math
-import sys
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -24,7 +21,7 @@ from vispe.encodings import ComRoPE, LookHere, Option, PositionEncoding, RoPEAxi
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
-from ..conftest import REPO_ROOT
+from ..helpers import load_tool
 
 CONTEXT = dict(embed_dim=32, num_heads=4, head_dim=8, depth=2, grid_size=(4, 4), patch_size=(4, 4),
                num_prefix_tokens=1, in_channels=16)
@@ -422,22 +419,12 @@ def test_encodings_table_marks_test_time_options() -> None:
     assert 'layer_slopes=(1.5, 0.5)' in rows['LookHere'] and 'global_slope=1.0 (test-time)' in rows['LookHere']
 
 
-def eval_resolution() -> ModuleType:
-    name = '_tool_eval_resolution_options'
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / 'tools' / 'eval_resolution.py')
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 def runs(*encodings: PositionEncoding) -> list[tuple[str, nn.Module]]:
     return [(type(encoding).__name__, encoding) for encoding in encodings]
 
 
 def test_eval_resolution_validates_every_option_before_evaluating() -> None:
-    tool = eval_resolution()
+    tool = load_tool('eval_resolution')
     loaded = runs(build('RoPEAxial'), build('RoPEMixed'), build('LookHere'))
 
     def check(*items: str) -> None:
@@ -465,7 +452,7 @@ def test_eval_resolution_validates_every_option_before_evaluating() -> None:
 
 
 def test_eval_resolution_sets_only_declared_test_time_options() -> None:
-    tool = eval_resolution()
+    tool = load_tool('eval_resolution')
     stack = vispe.build_encoding(['LearnedAPE', 'RoPEAxial', dict(type='RoPEMixed')], **CONTEXT)
     assert tool.option_owners(stack, 'theta') == [stack.encodings[1]]
     assert tool.option_owners(stack, 'position_scale') == [stack.encodings[1], stack.encodings[2]]
@@ -483,7 +470,7 @@ def test_eval_resolution_names_encodings_without_declarations() -> None:
             super().__init__()
             self.scale = scale
 
-    tool = eval_resolution()
+    tool = load_tool('eval_resolution')
     with pytest.raises(ValueError, match=r"has a test-time option 'scale'\. Test-time options of these runs: none\. "
                                          r'Undeclared declare no options'):
         tool.check_encoding_options(runs(Undeclared()), tool.parse_encoding_options(['all:scale=2'], [28]))

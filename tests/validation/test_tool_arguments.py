@@ -7,7 +7,6 @@ checks that no file was written and that the work (training, evaluation, image l
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -22,25 +21,11 @@ from vispe.engine.arguments import (InvalidArgument, check_distinct, check_indic
 from vispe.registry import MODELS
 
 from ..conftest import REPO_ROOT
+from ..helpers import load_tool
 from ..test_eval_resolution import make_work_dir
 
 VIT_CONFIG = REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py'
 DETR_CONFIG = REPO_ROOT / 'configs' / 'detr' / 'detr-r18_sine_fmnist-det.py'
-_TOOLS: dict[str, ModuleType] = {}
-
-
-def tool(name: str) -> ModuleType:
-    """tools/<name>.py imported once under a private module name."""
-    if name not in _TOOLS:
-        module_name = f'_tool_{name.replace("/", "_")}'
-        spec = importlib.util.spec_from_file_location(module_name, REPO_ROOT / 'tools' / f'{name}.py')
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module  # dataclasses look their module up while the file runs
-        spec.loader.exec_module(module)
-        _TOOLS[name] = module
-    return _TOOLS[name]
-
-
 def files_under(root: Path) -> set[Path]:
     return {path for path in root.rglob('*') if path.is_file()}
 
@@ -155,7 +140,7 @@ def test_refused_at_parse_time(name, argv, fragments, workspace, monkeypatch, ca
     if name == 'zoo_card':
         zoo_inputs(workspace)
         argv = argv if '--zoo' in argv else [*argv, '--zoo', '{tmp}/zoo']
-    module = tool(name)
+    module = load_tool(name)
     forbid(monkeypatch, module, *{'eval_resolution': ['evaluate', 'resolve_run'], 'vis_attention': ['load_image'],
                                   'benchmark': ['measure'], 'test': ['build_runner'], 'demo': ['train'],
                                   'zoo_card': ['card'], 'vis_encoding': ['embedding_similarity']}[name])
@@ -185,7 +170,7 @@ def test_refused_at_parse_time(name, argv, fragments, workspace, monkeypatch, ca
     (['--out', BLOCKED], BLOCKED_MESSAGE),
 ])
 def test_detection_converter_refuses(argv, fragments, workspace, capsys) -> None:
-    module = tool('dataset_converters/fmnist_detection')
+    module = load_tool('dataset_converters/fmnist_detection')
     argv = expand(argv, workspace)
     argv = argv if '--out' in argv else [*argv, '--out', str(workspace / 'det')]
     with pytest.raises(SystemExit) as exited:
@@ -198,7 +183,7 @@ def test_detection_converter_refuses(argv, fragments, workspace, capsys) -> None
 
 
 def test_test_tool_refuses_a_work_dir_it_cannot_create(workspace, monkeypatch) -> None:
-    module = tool('test')
+    module = load_tool('test')
     forbid(monkeypatch, module, 'build_runner')
     monkeypatch.setattr(sys, 'argv', ['test.py', str(VIT_CONFIG), 'x.pth', '--work-dir',
                                       str(workspace / 'blocker' / 'wd')])
@@ -218,7 +203,7 @@ def detr_checkpoint(tmp_path_factory) -> tuple[Path, Path]:
 
 def refused_after_build(argv: list[str], out: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """vis_attention refuses ``argv`` once the model is built, before its checkpoint or any image loads."""
-    module = tool('vis_attention')
+    module = load_tool('vis_attention')
     forbid(monkeypatch, module, 'load_image')
     monkeypatch.setattr(module.vispe, 'load_checkpoint', lambda *args, **kwargs: pytest.fail('checkpoint loaded'))
     monkeypatch.setattr(sys, 'argv', ['vis_attention.py', *argv, '--out', str(out)])
@@ -316,7 +301,7 @@ def test_cfg_options_without_an_equals_sign_are_refused_by_name(capsys) -> None:
 def test_train_refuses_a_work_dir_it_cannot_create(tmp_path: Path, capsys) -> None:
     blocker = tmp_path / 'a_file'
     blocker.write_text('')
-    train = tool('train')
+    train = load_tool('train')
     argv = sys.argv
     sys.argv = ['train.py', str(REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py'), '--work-dir',
                 str(blocker / 'run')]
@@ -331,7 +316,7 @@ def test_train_refuses_a_work_dir_it_cannot_create(tmp_path: Path, capsys) -> No
 
 def test_detection_sizes_scale_the_cap_on_the_longer_side() -> None:
     """Before, COCO's max_size=1333 capped every size above it (a 1600 px evaluation ran at 1333 or less)."""
-    evaluation = tool('eval_resolution')
+    evaluation = load_tool('eval_resolution')
     cfg = Config.fromfile(str(REPO_ROOT / 'configs' / 'detr' / 'detr-r50_sine_coco.py'))
     assert evaluation.dataset_cfg(cfg, 1600, 'upsample', None)['max_size'] == 2666
     assert evaluation.dataset_cfg(cfg, 800, 'upsample', None)['max_size'] == 1333
@@ -339,7 +324,7 @@ def test_detection_sizes_scale_the_cap_on_the_longer_side() -> None:
 
 
 def test_benchmark_refuses_sizes_off_the_patch_grid_and_unknown_devices(monkeypatch, capsys) -> None:
-    benchmark = tool('benchmark')
+    benchmark = load_tool('benchmark')
     for argv, fragment in ((['--sizes', '224', '30'], "--sizes 30: not multiples of the patch size 16"),
                            (['--device', 'gpu'], "argument --device: 'gpu' is not a torch device")):
         monkeypatch.setattr(sys, 'argv', ['benchmark.py', *argv])
@@ -351,4 +336,4 @@ def test_benchmark_refuses_sizes_off_the_patch_grid_and_unknown_devices(monkeypa
 def test_vis_attention_names_a_fashion_mnist_index_beyond_the_split() -> None:
     with pytest.raises(ValueError, match=r'--image fmnist:99999: the Fashion-MNIST test split has 10000 images; give '
                                          r'an index from 0 to 9999'):
-        tool('vis_attention').load_image('fmnist:99999')
+        load_tool('vis_attention').load_image('fmnist:99999')

@@ -3,7 +3,6 @@ authors' modules, tests/data/petr*_checkpoint_keys.json) lands on a vispe parame
 re-expressed exactly, and the tool reports what it cannot map."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -14,6 +13,7 @@ from vispe.models.petr import PETRDetector, convert_petr_state_dict, decode_boxe
 from vispe.models.petr.convert import legacy_regression_rows
 
 from ...conftest import REPO_ROOT
+from ...helpers import load_tool
 
 DATA = REPO_ROOT / 'tests' / 'data'
 
@@ -76,20 +76,13 @@ def test_converted_regression_rows_decode_the_same_boxes() -> None:
     torch.testing.assert_close(code[:, 8:], legacy[:, 8:])
 
 
-def load_tool():
-    spec = importlib.util.spec_from_file_location('convert_checkpoint', REPO_ROOT / 'tools' / 'convert_checkpoint.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_tool_writes_the_converted_checkpoint_and_lists_what_it_left(tmp_path: Path, capsys) -> None:
     source, output = tmp_path / 'petr_official.pth', tmp_path / 'vispe.pth'
     released = reference_state_dict('petr_checkpoint_keys.json')
     backbone = [key for key in released if key.startswith('img_backbone.')]
     keep = {key: value for key, value in released.items() if key not in backbone[4:] or '.conv_offset.' in key}
     torch.save(dict(state_dict=keep, meta=dict(epoch=24)), source)
-    assert load_tool().main(['petr', str(source), str(output)]) == 0
+    assert load_tool('convert_checkpoint').main(['petr', str(source), str(output)]) == 0
     printed = capsys.readouterr().out
     assert 'img_neck.lateral_convs.0.conv.weight' in printed and 'caffe-style' in printed
     written = torch.load(output, weights_only=True)
