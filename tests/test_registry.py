@@ -55,8 +55,23 @@ def test_unknown_type_in_vispe_registry_build() -> None:
 
 
 def test_a_model_is_not_an_encoding() -> None:
-    with pytest.raises(UnknownTypeError, match='Unknown encoding type'):
+    with pytest.raises(TypeError, match="'TimmViT' is registered but is not an encoding: it is "
+                                        "vispe.models.vit.create_vit, not a subclass of vispe.PositionEncoding"):
         vispe.build_encoding(dict(type='TimmViT'))
+
+
+def test_a_registered_class_that_is_not_an_encoding_is_named_as_such() -> None:
+    class NotAnEncoding(torch.nn.Module):
+        pass
+
+    ENCODINGS.register_module(module=NotAnEncoding)
+    try:
+        with pytest.raises(TypeError, match="'NotAnEncoding' is registered but is not an encoding: it is "
+                                            ".*NotAnEncoding, not a subclass of vispe.PositionEncoding. An "
+                                            "encoding derives from it"):
+            vispe.build_encoding(dict(type='NotAnEncoding'))
+    finally:
+        ENCODINGS.module_dict.pop('NotAnEncoding')
 
 
 def test_build_encoding_forms() -> None:

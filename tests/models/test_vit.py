@@ -143,6 +143,21 @@ def test_bad_inputs_name_the_fix() -> None:
         vispe.create_vit('vit_tiny_patch16_224', pos_embed='none')
 
 
+def test_dynamic_img_size_true_is_accepted_and_false_refused() -> None:
+    """timm users pass dynamic_img_size=True out of habit; vispe models always are, so True is a no-op."""
+    vit = vispe.create_vit('vit_tiny_patch16_224', encoding='RoPEAxial', dynamic_img_size=True, num_classes=3,
+                           depth=1, img_size=32)
+    assert vit.dynamic_img_size and vit(torch.randn(1, 3, 48, 32)).shape == (1, 3)
+    direct = vispe.VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2, num_classes=2,
+                                     dynamic_img_size=True)
+    assert direct(torch.randn(1, 3, 40, 32)).shape == (1, 2)
+    for build in (lambda: vispe.create_vit('vit_tiny_patch16_224', dynamic_img_size=False),
+                  lambda: vispe.VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2,
+                                                  dynamic_img_size=False)):
+        with pytest.raises(ValueError, match='dynamic_img_size=False: vispe models always take any image size'):
+            build()
+
+
 def test_dynamic_img_pad_accepts_any_size() -> None:
     vit = tiny_vit('SinCos2D', dynamic_img_pad=True)
     with torch.no_grad():

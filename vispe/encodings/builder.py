@@ -70,6 +70,11 @@ def build_encoding(cfg: EncodingConfig, **context: Any) -> PositionEncoding:
     else:
         registered = _registered_encodings()
         cls = ENCODINGS.get(type_name)
+        if type_name in ENCODINGS.module_dict and not (isinstance(cls, type) and issubclass(cls, PositionEncoding)):
+            found = f'{getattr(cls, "__module__", "?")}.{getattr(cls, "__qualname__", repr(cls))}'
+            raise TypeError(f'{type_name!r} is registered but is not an encoding: it is {found}, not a subclass of '
+                            f'vispe.PositionEncoding. An encoding derives from it (the README\'s "Write your own '
+                            f'encoding" shows how).')
         if cls is None or not (isinstance(cls, type) and issubclass(cls, PositionEncoding)):
             raise UnknownTypeError(unknown_type_message('encoding', type_name, list(registered)))
     if not issubclass(cls, PositionEncoding):

@@ -32,13 +32,18 @@ from vispe.models.inputs import check_image_batch, check_nonfinite_option
 from vispe.registry import MODELS
 
 DEFAULT_ENCODING = {'type': 'LearnedAPE'}
-RESERVED_TIMM_ARGS = ('pos_embed', 'block_fn', 'attn_layer', 'dynamic_img_size')
+RESERVED_TIMM_ARGS = ('pos_embed', 'block_fn', 'attn_layer')
 
 
 def _refuse_reserved(kwargs: dict[str, Any]) -> None:
+    """Refuse the timm arguments vispe sets; ``dynamic_img_size=True`` (what vispe models always are) is taken
+    out of ``kwargs``, ``False`` is refused."""
     for reserved in RESERVED_TIMM_ARGS:
         if reserved in kwargs:
             raise TypeError(f'vispe sets {reserved!r} itself; choose the position encoding with encoding=...')
+    if not kwargs.pop('dynamic_img_size', True):
+        raise ValueError('dynamic_img_size=False: vispe models always take any image size divisible by the patch '
+                         'size (their encodings follow the grid); leave dynamic_img_size out or pass True.')
 
 
 def image_positions(images: torch.Tensor, in_chans: int, reference: torch.Tensor | None, nonfinite_inputs: str,
@@ -107,8 +112,8 @@ class VisionTransformer(TimmVisionTransformer):
             default ``dict(type='LearnedAPE')``, timm's own.
         nonfinite_inputs: what a batch with NaN or ±inf pixels does: 'raise' (ValueError), 'warn'
             (RuntimeWarning) or 'ignore' (no check). Also a plain attribute.
-        **kwargs: timm ``VisionTransformer`` arguments except ``pos_embed``, ``block_fn``,
-            ``attn_layer`` and ``dynamic_img_size``, which vispe sets.
+        **kwargs: timm ``VisionTransformer`` arguments except ``pos_embed``, ``block_fn`` and
+            ``attn_layer``, which vispe sets; ``dynamic_img_size`` may be True (vispe models always are).
 
     Shapes: images (B, C, H, W) -> logits (B, num_classes); ``forward_features`` -> (B, prefix + h·w, C).
     """
