@@ -28,6 +28,42 @@ def test_learned_ape_matches_timm(timm_vit_s, size) -> None:
         assert max_diff(ours(images), timm_vit_s(images)) <= 1e-5
 
 
+def test_is_causal_and_output_dict_match_timm(timm_vit_s) -> None:
+    """timm 1.0.31's ``is_causal`` (forward, forward_features, forward_intermediates) and ``output_dict``."""
+    ours = vispe.create_vit('vit_small_patch16_224', encoding=dict(type='LearnedAPE'), num_classes=10).eval()
+    ours.load_state_dict(timm_vit_s.state_dict())
+    images = torch.randn(2, 3, 64, 48)
+    with torch.no_grad():
+        assert max_diff(ours(images, is_causal=True), timm_vit_s(images, is_causal=True)) <= 1e-5
+        assert max_diff(ours(images, is_causal=True), ours(images)) > 1e-3
+        theirs = timm_vit_s.forward_intermediates(images, indices=2, return_prefix_tokens=True, output_dict=True,
+                                                  is_causal=True)
+        mine = ours.forward_intermediates(images, indices=2, return_prefix_tokens=True, output_dict=True,
+                                          is_causal=True)
+        assert mine.keys() == theirs.keys() == {'image_intermediates', 'image_intermediates_prefix', 'image_features'}
+        assert max_diff(mine['image_features'], theirs['image_features']) <= 1e-5
+        for key in ('image_intermediates', 'image_intermediates_prefix'):
+            assert len(mine[key]) == len(theirs[key]) == 2
+            assert all(max_diff(a, b) <= 1e-5 for a, b in zip(mine[key], theirs[key]))
+        only = ours.forward_intermediates(images, indices=1, output_dict=True, intermediates_only=True)
+        assert only.keys() == {'image_intermediates'}
+
+
+def test_is_causal_joins_an_attention_mask_and_encoding_biases() -> None:
+    """With a mask (bool or additive) or a bias encoding, is_causal is the causal mask combined with them."""
+    vit = tiny_vit('ALiBi2D')
+    images = torch.randn(1, 3, 16, 12)
+    tokens = 1 + 4 * 3
+    keep = torch.rand(tokens, tokens) > 0.3
+    keep.fill_diagonal_(True)
+    causal = torch.ones(tokens, tokens, dtype=torch.bool).tril()
+    with torch.no_grad():
+        assert max_diff(vit(images, attn_mask=keep, is_causal=True), vit(images, attn_mask=keep & causal)) == 0.0
+        additive = torch.zeros(tokens, tokens).masked_fill(~keep, float('-inf'))
+        assert max_diff(vit(images, attn_mask=additive, is_causal=True), vit(images, attn_mask=keep & causal)) <= 1e-6
+        assert max_diff(vit(images, is_causal=True), vit(images, attn_mask=causal)) == 0.0
+
+
 def test_nope_matches_timm_without_pos_embed() -> None:
     theirs = timm.create_model('vit_small_patch16_224', dynamic_img_size=True, num_classes=10,
                                pos_embed='none').eval()

@@ -72,6 +72,18 @@ def tokens_between_blocks(encoding: PositionEncoding, x: torch.Tensor, pos: Posi
     return encoding.between_blocks(x, pos, layer_idx)
 
 
+def causal_attn_mask(attn_mask: torch.Tensor | None, num_tokens: int, device: torch.device) -> torch.Tensor:
+    """timm's ``is_causal`` as one mask that encoding biases can join: token i attends to tokens j <= i (SDPA's
+    top-left causal mask over all tokens, prefix included), combined with ``attn_mask`` (bool: both must allow;
+    additive float: -inf where the causal mask forbids). (N, N), or the broadcast shape of ``attn_mask``."""
+    causal = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device).tril()
+    if attn_mask is None:
+        return causal
+    if attn_mask.dtype == torch.bool:
+        return attn_mask & causal
+    return torch.where(causal, attn_mask, torch.full((), float('-inf'), dtype=attn_mask.dtype, device=device))
+
+
 for _leaf in (image_positions, encode_tokens, tokens_between_blocks):
     register_notrace_function(_leaf)
 
@@ -198,15 +210,18 @@ class VisionTransformer(TimmVisionTransformer):
             x = block(x, pos, self.encoding, index, attn_mask)
         return tokens_between_blocks(self.encoding, x, pos, index)
 
-    def forward_features(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward_features(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                         is_causal: bool = False) -> torch.Tensor:
         pos = self.positions(x)
         x = self.embed_tokens(x, pos)
+        if is_causal:
+            attn_mask = causal_attn_mask(attn_mask, x.shape[1], x.device)
         for index in range(len(self.blocks)):
             x = self.run_block(index, x, pos, attn_mask)
         return self.norm(x)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x, attn_mask=attn_mask))
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x, attn_mask=attn_mask, is_causal=is_causal))
 
     def forward_intermediates(
             self,
@@ -217,15 +232,20 @@ class VisionTransformer(TimmVisionTransformer):
             stop_early: bool = False,
             output_fmt: str = 'NCHW',
             intermediates_only: bool = False,
+            output_dict: bool = False,
             attn_mask: torch.Tensor | None = None,
-    ) -> list[torch.Tensor] | tuple[torch.Tensor, list[torch.Tensor]]:
-        """timm's ``forward_intermediates`` (same arguments and outputs) with positions threaded through."""
+            is_causal: bool = False,
+    ) -> list[torch.Tensor] | tuple[torch.Tensor, list[torch.Tensor]] | dict[str, Any]:
+        """timm's ``forward_intermediates`` (same arguments and outputs, ``output_dict`` and ``is_causal``
+        included) with positions threaded through."""
         if output_fmt not in ('NCHW', 'NLC'):
             raise ValueError(f'output_fmt must be NCHW or NLC; got {output_fmt!r}.')
         take_indices, max_index = feature_take_indices(len(self.blocks), indices)
         pos = self.positions(x)
         batch = x.shape[0]
         x = self.embed_tokens(x, pos)
+        if is_causal:
+            attn_mask = causal_attn_mask(attn_mask, x.shape[1], x.device)
         last = max_index if stop_early else len(self.blocks) - 1
         intermediates = []
         for index in range(last + 1):
@@ -238,6 +258,13 @@ class VisionTransformer(TimmVisionTransformer):
             height, width = pos.grid_size
             intermediates = [y.reshape(batch, height, width, -1).permute(0, 3, 1, 2).contiguous()
                              for y in intermediates]
+        if output_dict:
+            result: dict[str, Any] = {'image_intermediates': intermediates}
+            if return_prefix_tokens and self.num_prefix_tokens:
+                result['image_intermediates_prefix'] = prefix_tokens
+            if not intermediates_only:
+                result['image_features'] = self.norm(x)
+            return result
         if return_prefix_tokens and self.num_prefix_tokens:
             intermediates = list(zip(intermediates, prefix_tokens))
         if intermediates_only:
