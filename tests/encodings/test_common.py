@@ -52,4 +52,25 @@ def test_deterministic_under_a_seed(config) -> None:
 def test_listed_with_family_hooks_and_paper(name) -> None:
     info = next(info for info in vispe.list_encodings() if info.name == name)
     assert info.family and info.paper
-    assert set(info.hooks) <= set(vispe.encodings.HOOK_NAMES)
+    assert info.hooks == vispe.registry.ENCODINGS.get(name).hooks()
+
+
+@pytest.mark.parametrize('config', EXAMPLES, ids=IDS)
+def test_every_hook_an_encoding_lists_changes_the_logits(config) -> None:
+    """The hooks an encoding uses are real: with its parameters randomised (many start at zero), putting the base
+    class's no-op in place of any one of them changes the logits (a hook that is a no-op leaves them bit-equal)."""
+    torch.manual_seed(0)
+    vit = tiny_vit(config)
+    with torch.no_grad():
+        for parameter in vit.encoding.parameters():
+            parameter.normal_()
+    images = torch.randn(2, 3, 32, 48)
+    with torch.no_grad():
+        logits = vit(images)
+    assert vit.encoding.active_hooks <= set(vit.encoding.hooks())
+    for hook in vit.encoding.active_hooks:
+        setattr(vit.encoding, hook, getattr(vispe.PositionEncoding, hook).__get__(vit.encoding))
+        with torch.no_grad():
+            without = vit(images)
+        delattr(vit.encoding, hook)
+        assert not torch.equal(logits, without), hook

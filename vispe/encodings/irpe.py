@@ -204,6 +204,12 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
                 total = term if total is None else total + term
         return total
 
+    @property
+    def active_hooks(self) -> frozenset[str]:
+        """``logits_bias`` when on q or k, ``transform_out`` when on v."""
+        return frozenset((('logits_bias',) if {'q', 'k'} & set(self.on) else ())
+                         + (('transform_out',) if 'v' in self.on else ()))
+
     def needs_probs(self, layer_idx: int) -> bool:
         return self.lookup_v is not None
 

@@ -142,6 +142,8 @@ class LookHere(PositionEncoding):
         layer_slopes: (first, last) of the linear layer schedule.
         distance: 'linear', 'sqrt' or 'square'.
         fill_with: what masked keys get: 'inf' (masked), 'zero' (no mask) or 'max' (the head's largest penalty).
+            A 'zero' head (no distance) has largest penalty 0, so with 'zero' or 'max' it adds nothing, as in the
+            reference ('zerotriangles' with fill_with='max' is no encoding at all).
         reference_rounding: round biases to bfloat16 exactly as the reference.
 
     In cross-attention (or with explicit coordinates) directions and distances are those from the query's
@@ -154,7 +156,7 @@ class LookHere(PositionEncoding):
     family: ClassVar[str] = 'bias'
     paper: ClassVar[str] = 'Fuller et al., NeurIPS 2024 (LookHere)'
     examples: ClassVar[tuple[dict, ...]] = ({'directions': 'halves'}, {'directions': 'corners', 'distance': 'sqrt'},
-                                            {'directions': 'zerotriangles', 'fill_with': 'max'})
+                                            {'directions': 'triangles', 'fill_with': 'max'})
     options: ClassVar[dict[str, Option]] = {
         **model_facts('num_heads', 'depth', 'num_prefix_tokens'),
         'directions': Option(str, doc="The heads' fields of view: shorthands such as 'halves', 'corners', "
