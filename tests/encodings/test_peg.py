@@ -8,6 +8,8 @@ from timm.models.twins import PosConv
 from vispe.encodings import PEG
 from vispe.geometry import Positions
 
+from ..helpers import tiny_vit
+
 
 def test_equals_timms_posconv() -> None:
     peg = PEG(embed_dim=8, depth=2)
@@ -47,3 +49,12 @@ def test_init_as_cpvt() -> None:
     peg = PEG(embed_dim=256, depth=1)
     assert abs(peg.convs[0].weight.std().item() - (2 / 9) ** 0.5) < 0.03
     assert torch.equal(peg.convs[0].bias, torch.zeros(256))
+
+
+def test_weight_decay_spares_every_peg_parameter_as_twins() -> None:
+    """Twins (CPVTV2.no_weight_decay) keeps all of pos_block out of weight decay; so does vispe's ViT."""
+    vit = tiny_vit(dict(type='PEG', after_blocks=(0, 1)))
+    assert vit.encoding.no_weight_decay() == {'convs.0.weight', 'convs.0.bias', 'convs.1.weight', 'convs.1.bias'}
+    names = dict(vit.named_parameters())
+    spared = {name for name in vit.no_weight_decay() if name in names}
+    assert spared == {'cls_token'} | {f'encoding.{name}' for name in vit.encoding.no_weight_decay()}

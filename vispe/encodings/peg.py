@@ -72,5 +72,9 @@ class PEG(PositionEncoding):
         patches = patches + self.convs[index](grid).flatten(2).transpose(1, 2)
         return torch.cat([prefix, patches], dim=1)
 
+    def no_weight_decay(self) -> set[str]:
+        """Every conv weight and bias: Twins' ``CPVTV2.no_weight_decay`` keeps all of ``pos_block`` out of decay."""
+        return {name for name, _ in self.named_parameters()}
+
     def extra_repr(self) -> str:
         return f'after_blocks={self.after_blocks}'
