@@ -72,10 +72,15 @@ def tokens_between_blocks(encoding: PositionEncoding, x: torch.Tensor, pos: Posi
     return encoding.between_blocks(x, pos, layer_idx)
 
 
-def causal_attn_mask(attn_mask: torch.Tensor | None, num_tokens: int, device: torch.device) -> torch.Tensor:
-    """timm's ``is_causal`` as one mask that encoding biases can join: token i attends to tokens j <= i (SDPA's
-    top-left causal mask over all tokens, prefix included), combined with ``attn_mask`` (bool: both must allow;
-    additive float: -inf where the causal mask forbids). (N, N), or the broadcast shape of ``attn_mask``."""
+def causal_attn_mask(attn_mask: torch.Tensor | None, is_causal: bool, tokens: torch.Tensor) -> torch.Tensor | None:
+    """timm's ``is_causal`` as one mask that encoding biases can join; a leaf for torch.fx (``is_causal`` is then a
+    traced value). Without ``is_causal``, ``attn_mask`` as given. With it, token i attends to tokens j <= i of
+    ``tokens`` (B, N, C) (SDPA's top-left causal mask over all tokens, prefix included), combined with
+    ``attn_mask`` (bool: both must allow; additive float: -inf where the causal mask forbids): (N, N), or the
+    broadcast shape of ``attn_mask``."""
+    if not is_causal:
+        return attn_mask
+    num_tokens, device = tokens.shape[1], tokens.device
     causal = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=device).tril()
     if attn_mask is None:
         return causal
@@ -84,7 +89,7 @@ def causal_attn_mask(attn_mask: torch.Tensor | None, num_tokens: int, device: to
     return torch.where(causal, attn_mask, torch.full((), float('-inf'), dtype=attn_mask.dtype, device=device))
 
 
-for _leaf in (image_positions, encode_tokens, tokens_between_blocks):
+for _leaf in (image_positions, encode_tokens, tokens_between_blocks, causal_attn_mask):
     register_notrace_function(_leaf)
 
 
@@ -214,8 +219,7 @@ class VisionTransformer(TimmVisionTransformer):
                          is_causal: bool = False) -> torch.Tensor:
         pos = self.positions(x)
         x = self.embed_tokens(x, pos)
-        if is_causal:
-            attn_mask = causal_attn_mask(attn_mask, x.shape[1], x.device)
+        attn_mask = causal_attn_mask(attn_mask, is_causal, x)
         for index in range(len(self.blocks)):
             x = self.run_block(index, x, pos, attn_mask)
         return self.norm(x)
@@ -244,8 +248,7 @@ class VisionTransformer(TimmVisionTransformer):
         pos = self.positions(x)
         batch = x.shape[0]
         x = self.embed_tokens(x, pos)
-        if is_causal:
-            attn_mask = causal_attn_mask(attn_mask, x.shape[1], x.device)
+        attn_mask = causal_attn_mask(attn_mask, is_causal, x)
         last = max_index if stop_early else len(self.blocks) - 1
         intermediates = []
         for index in range(last + 1):
