@@ -49,6 +49,7 @@ def run_tool(repo_root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=repo_root)
 
 
+@pytest.mark.slow
 def test_detector_mode_writes_ratios_shares_and_camera_work(repo_root: Path, tmp_path: Path) -> None:
     configs = [tiny_config(tmp_path, name, tmp_path / 'no-such-root') for name in ('nope', 'petr')]
     out = tmp_path / 'bench' / 'petr'

@@ -23,6 +23,7 @@ def test_demo_trains_evaluates_and_plots(repo_root, tmp_path) -> None:
     assert (out.parent / 'attention_vit-t2_alibi2d_fmnist-28.png').read_bytes()[:4] == b'\x89PNG'
 
 
+@pytest.mark.slow
 def test_demo_names_unknown_encodings(repo_root) -> None:
     result = subprocess.run([sys.executable, str(repo_root / 'tools' / 'demo.py'), '--encodings', 'rope'],
                             capture_output=True, text=True, timeout=300)

@@ -69,6 +69,7 @@ def test_sizes_not_multiple_of_the_patch_and_unknown_options(tmp_path) -> None:
     assert typo.returncode != 0 and "has a test-time option 'global_slop'" in typo.stderr
 
 
+@pytest.mark.slow
 def test_config_and_checkpoint_pair(tmp_path) -> None:
     run = make_work_dir(tmp_path, 'sincos')
     config = next(run.glob('*.py'))

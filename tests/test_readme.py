@@ -37,6 +37,7 @@ def test_plugin_example_block_defines_a_working_encoding(repo_root) -> None:
         ENCODINGS.module_dict.pop('MyPE', None)
 
 
+@pytest.mark.slow
 def test_generated_tables_are_current(repo_root) -> None:
     result = subprocess.run([sys.executable, str(repo_root / 'tools' / 'update_readme.py'), '--check'],
                             capture_output=True, text=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import torch
 
 import vispe
@@ -30,6 +31,7 @@ def test_relative_logits_show_lookhere_masks_and_alibi_distances() -> None:
     assert rope_free[:, 2, 3].sub(rope_free[:, 2, 4]).gt(0).all()  # the query itself beats its neighbour
 
 
+@pytest.mark.slow
 def test_tool_draws_absolute_relative_and_conditional_rows(repo_root, tmp_path) -> None:
     out = tmp_path / 'enc.png'
     result = subprocess.run([sys.executable, str(repo_root / 'tools' / 'vis_encoding.py'), '--encodings', 'SinCos2D',

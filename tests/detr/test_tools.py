@@ -55,6 +55,7 @@ def test_vis_attention_draws_decoder_and_encoder_maps(trained_detector, fmnist_d
         assert (tmp_path / name).stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_cross_attention_sums_to_one_over_real_keys_and_capture_is_free(trained_detector) -> None:
     _, model = trained_detector
     images = torch.randn(2, 3, 64, 80)

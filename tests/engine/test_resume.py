@@ -93,6 +93,7 @@ class FakeRunner:
         self.cfg = type('Cfg', (), {'pretty_text': 'model = dict(type="X")'})()
 
 
+@pytest.mark.slow
 def test_best_checkpoint_survives_a_resume(tmp_path: Path) -> None:
     """The first validation after a resume must not replace a better best.pth (it did: 21.5 by 19.5)."""
     hub = MessageHub.get_instance('best_survives_resume')
