@@ -58,3 +58,11 @@ def test_timm_fx_feature_extraction_returns_the_block_outputs(encoding) -> None:
     logits = vit(images)
     handle.remove()
     assert max_diff(features['first'], captured[0]) == 0.0 and max_diff(features['logits'], logits) == 0.0
+
+
+def test_torchscript_is_refused_with_the_alternatives() -> None:
+    vit = small_vit(dict(type='RoPEAxial'))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # torch.jit.script's own deprecation warning
+        with pytest.raises(RuntimeError, match=r'do not support torch.jit.script .* torch.export.export\(model'):
+            torch.jit.script(vit)

@@ -274,6 +274,13 @@ class VisionTransformer(TimmVisionTransformer):
             return intermediates
         return self.norm(x), intermediates
 
+    def __prepare_scriptable__(self) -> VisionTransformer:
+        """``torch.jit.script`` calls this first: vispe models are not scriptable (encodings are typed Python
+        modules and positions a dataclass), and TorchScript is deprecated; say so and name what works."""
+        raise RuntimeError('vispe models do not support torch.jit.script (TorchScript is deprecated in PyTorch). '
+                           'Use torch.export.export(model, (images,)) for a graph to deploy, or torch.compile(model) '
+                           'for speed; both trace every vispe encoding.')
+
     @torch.jit.ignore
     def no_weight_decay(self) -> set[str]:
         """Prefix tokens and the encoding's own no-decay parameters (names as in ``named_parameters``)."""
