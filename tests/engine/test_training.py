@@ -77,7 +77,8 @@ def test_train_and_test_tools(tmp_path) -> None:
     metrics = json.loads(test.stdout.strip().splitlines()[-1])
     assert set(metrics) == {'accuracy/top1', 'accuracy/top5'}
     amp = subprocess.run([sys.executable, str(REPO_ROOT / 'tools' / 'train.py'), str(config), '--amp', '--work-dir',
-                          str(tmp_path / 'amp'), '--cfg-options', *options], capture_output=True, text=True, timeout=600)
+                          str(tmp_path / 'amp'), '--cfg-options', *options],
+                         capture_output=True, text=True, timeout=600)
     if torch.cuda.is_available():
         assert amp.returncode == 0, amp.stderr
         assert (tmp_path / 'amp' / 'best.pth').is_file()

@@ -57,9 +57,9 @@ class PETR(CameraEncoding):
 
     The camera-independent frustum (pixels × depths) is cached per feature and image size, and the MLP's input
     (the frustum lifted by the rig's ``img2lidar``, normalised and inverse-sigmoided) per rig: at inference with
-    a fixed rig only the MLP runs; in training each new rig costs one batched matrix product. PETR's ``coords_mask`` (points
-    outside the range) is computed but never used by the reference, so it is not computed here; padded cells
-    are masked out of attention by the detector.
+    a fixed rig only the MLP runs; in training each new rig costs one batched matrix product. PETR's
+    ``coords_mask`` (points outside the range) is computed but never used by the reference, so it is not computed
+    here; padded cells are masked out of attention by the detector.
 
     Args:
         embed_dim: C.

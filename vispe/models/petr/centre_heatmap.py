@@ -27,6 +27,18 @@ PRIOR = 0.1
 MIN_DEPTH = 0.1
 
 
+def padded_boxes(boxes: list[torch.Tensor], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each sample's (G_b, 7+) boxes zero-padded to the largest G: (B, G, 7) float32, and (B, G) bool True on real
+    boxes."""
+    count = max((len(sample) for sample in boxes), default=0)
+    padded = torch.zeros(len(boxes), count, 7, device=device)
+    real = torch.zeros(len(boxes), count, dtype=torch.bool, device=device)
+    for index, sample_boxes in enumerate(boxes):
+        padded[index, :len(sample_boxes)] = sample_boxes[:, :7].float()
+        real[index, :len(sample_boxes)] = True
+    return padded, real
+
+
 def centre_heatmaps(cameras: Cameras, boxes: list[torch.Tensor], labels: list[torch.Tensor], num_classes: int,
                     feat_size: tuple[int, int], stride: int, radius_scale: float = 0.25,
                     min_radius: float = 1.0) -> torch.Tensor:
@@ -34,18 +46,14 @@ def centre_heatmaps(cameras: Cameras, boxes: list[torch.Tensor], labels: list[to
     batch, views = cameras.num_samples, cameras.num_views
     height, width = feat_size
     device = cameras.device
-    count = max((len(sample) for sample in boxes), default=0)
+    padded, _ = padded_boxes(boxes, device)
     heat = torch.zeros(batch, views, num_classes, height, width, device=device)
-    if count == 0:
+    if padded.shape[1] == 0:
         return heat
-    centres = torch.zeros(batch, count, 3, device=device)
-    extents = torch.zeros(batch, count, device=device)
-    onehot = torch.zeros(batch, count, num_classes, device=device)
-    for index, (sample_boxes, sample_labels) in enumerate(zip(boxes, labels)):
-        found = len(sample_boxes)
-        centres[index, :found] = sample_boxes[:, :3].float()
-        extents[index, :found] = sample_boxes[:, 3:6].float().amax(-1)
-        onehot[index, torch.arange(found, device=device), sample_labels.long()] = 1.0
+    centres, extents = padded[..., :3], padded[..., 3:6].amax(-1)
+    onehot = torch.zeros(batch, padded.shape[1], num_classes, device=device)
+    for index, sample_labels in enumerate(labels):
+        onehot[index, torch.arange(len(sample_labels), device=device), sample_labels.long()] = 1.0
     pixels, depth = cameras.project(centres)
     focal = cameras.intrinsics[..., 0, 0].abs().float()[..., None]
     radius = (radius_scale * extents[:, None] * focal / depth.clamp(min=MIN_DEPTH) / stride).clamp(min=min_radius)

@@ -23,17 +23,15 @@ indices (B, Q) against boxes (G_b, 7) per sample -> a scalar.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from typing import Sequence
-
 from vispe.geometry import Cameras
-from vispe.models.petr.centre_heatmap import gather_tokens
+from vispe.models.petr.centre_heatmap import MIN_DEPTH, gather_tokens, padded_boxes
 
-MIN_DEPTH = 0.1
 NOT_A_PEAK = 1.0e4
 INVALID = 2.0e4
 
@@ -78,7 +76,6 @@ class TokenQueries(nn.Module):
         return content, self.reference(content).sigmoid(), index
 
 
-
 def proposal_targets(index: torch.Tensor, cameras: Cameras, boxes: list[torch.Tensor], feat_size: Sequence[int],
                      stride: int, reach: int = 1) -> torch.Tensor:
     """(B, Q) int64: for each query's token (index (B, Q) into the V·h·w cells), the box of its sample whose centre
@@ -86,15 +83,10 @@ def proposal_targets(index: torch.Tensor, cameras: Cameras, boxes: list[torch.Te
     none does."""
     batch = index.shape[0]
     height, width = feat_size
-    count = max((len(sample) for sample in boxes), default=0)
-    if count == 0:
+    padded, real = padded_boxes(boxes, index.device)
+    if padded.shape[1] == 0:
         return torch.full_like(index, -1)
-    centres = torch.zeros(batch, count, 3, device=index.device)
-    real = torch.zeros(batch, count, dtype=torch.bool, device=index.device)
-    for sample, sample_boxes in enumerate(boxes):
-        centres[sample, :len(sample_boxes)] = sample_boxes[:, :3].float()
-        real[sample, :len(sample_boxes)] = True
-    pixels, depth = cameras.project(centres)                                     # (B, V, G, 2), (B, V, G)
+    pixels, depth = cameras.project(padded[..., :3])                                     # (B, V, G, 2), (B, V, G)
     cells = torch.floor(pixels / stride)
     view, cell = index // (height * width), index % (height * width)
     row, col = cell // width, cell % width
