@@ -1,4 +1,5 @@
-"""RPE2D: randomized sorted positions in training, contiguous at evaluation, reproducible on demand."""
+"""RPE2D: randomized sorted positions in training, their expected values (or a draw, or 0..h-1) at evaluation,
+reproducible on demand."""
 from __future__ import annotations
 
 import pytest
@@ -27,10 +28,33 @@ def test_training_positions_are_sorted_distinct_in_range_and_change() -> None:
     assert len({tuple(d.tolist()) for d in draws}) > 1
 
 
-def test_eval_positions_are_contiguous() -> None:
+def test_eval_positions_default_to_the_expected_sorted_draw() -> None:
     encoding = build().eval()
+    rows, cols = encoding.rows_and_cols((3, 5))
+    # 3 of 8 rows: (i + 1) * 9 / 4 - 1; 5 of 12 columns: (i + 1) * 13 / 6 - 1.
+    assert torch.allclose(rows, torch.tensor([1.25, 3.5, 5.75]))
+    assert torch.allclose(cols, torch.tensor([7, 20, 33, 46, 59]) / 6)
+    full_rows, full_cols = encoding.rows_and_cols((8, 12))
+    assert torch.allclose(full_rows, torch.arange(8.0)) and torch.allclose(full_cols, torch.arange(12.0))
+
+
+def test_expected_positions_are_the_mean_of_the_training_draws() -> None:
+    encoding = build(seed=0).train()
+    draws = torch.stack([torch.cat(encoding.rows_and_cols((3, 5))).float() for _ in range(4000)])
+    expected = torch.cat(encoding.eval().rows_and_cols((3, 5)))
+    assert (draws.mean(0) - expected).abs().max() < 0.12
+
+
+def test_eval_positions_contiguous_and_random() -> None:
+    encoding = build(eval_positions='contiguous').eval()
     pos = Positions((5, 6), 1)
     assert torch.equal(encoding.positions_for_base(pos).coords, grid_coords((5, 6)))
+    encoding.eval_positions = 'random'
+    torch.manual_seed(0)
+    draws = {tuple(torch.cat(encoding.rows_and_cols((5, 6))).tolist()) for _ in range(5)}
+    assert len(draws) > 1
+    with pytest.raises(ValueError, match="'expected'"):
+        encoding.eval_positions = 'expectd'
 
 
 def test_a_seed_fixes_the_positions() -> None:
@@ -63,13 +87,18 @@ def test_each_forward_draws_once_for_all_layers() -> None:
 
 
 def test_learned_ape_base_reads_cells_of_its_max_table() -> None:
-    encoding = build('LearnedAPE').eval()
+    encoding = build('LearnedAPE', eval_positions='contiguous').eval()
     assert encoding.base.pos_embed.shape == (1, 1 + 8 * 12, 16)
     x = torch.zeros(1, 1 + 6, 16)
     out = encoding.embed(x, Positions((2, 3), 1))
     table = encoding.base.pos_embed[0]
     assert torch.equal(out[0, 0], table[0])
     assert torch.equal(out[0, 1:4], table[1:4]) and torch.equal(out[0, 4:7], table[1 + 12:1 + 12 + 3])
+    encoding.eval_positions = 'expected'
+    out = encoding.embed(x, Positions((2, 3), 1))
+    # rows (i + 1) * 9 / 3 - 1 = 2, 5; columns (i + 1) * 13 / 4 - 1 = 2.25, 5.5, 8.75 rounded to 2, 6 (half to even), 9.
+    cells = [1 + row * 12 + col for row in (2, 5) for col in (2, 6, 9)]
+    assert torch.equal(out[0, 1:], table[cells])
 
 
 def test_grid_larger_than_max_is_an_error() -> None:

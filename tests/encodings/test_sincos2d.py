@@ -1,4 +1,5 @@
-"""SinCos2D equals MAE's closed form on any grid; golden values by hand."""
+"""SinCos2D equals MAE's closed form on any grid (extend) or resizes the training table (interpolate); golden
+values by hand."""
 from __future__ import annotations
 
 import math
@@ -58,3 +59,41 @@ def test_explicit_coordinates_are_evaluated_not_interpolated() -> None:
 def test_width_not_divisible_by_four_is_refused() -> None:
     with pytest.raises(ValueError, match='divisible by 4'):
         SinCos2D(embed_dim=30)
+
+
+def test_interpolate_equals_extend_on_the_training_grid() -> None:
+    extend = SinCos2D(embed_dim=16, grid_size=(3, 5))
+    interpolate = SinCos2D(embed_dim=16, grid_size=(3, 5), resize='interpolate')
+    pos = Positions((3, 5), 1)
+    assert torch.equal(extend.table(pos), interpolate.table(pos))
+    assert not torch.allclose(extend.table(Positions((6, 10), 1)), interpolate.table(Positions((6, 10), 1)))
+
+
+def test_interpolate_resizes_the_training_table_bilinearly_by_hand() -> None:
+    # 2 -> 4 cells, half-pixel centres: output i samples the source at (i + 0.5) / 2 - 0.5 = -0.25, 0.25, 0.75,
+    # 1.25, clamped to 0, 0.25, 0.75, 1; so output (row 1, col 2) = bilinear of the four training cells.
+    encoding = SinCos2D(embed_dim=8, grid_size=(2, 2), resize='interpolate')
+    table = encoding.table(Positions((4, 4), 0)).reshape(4, 4, 8)
+    cell = {(r, c): sincos_2d_embedding(torch.tensor([[float(r), float(c)]]), 8)[0] for r in (0, 1) for c in (0, 1)}
+    expected = (0.75 * (0.25 * cell[0, 0] + 0.75 * cell[0, 1]) + 0.25 * (0.25 * cell[1, 0] + 0.75 * cell[1, 1]))
+    assert torch.allclose(table[1, 2], expected, atol=1e-6)
+    assert torch.allclose(table[0, 0], cell[0, 0]) and torch.allclose(table[3, 3], cell[1, 1])
+
+
+def test_interpolate_resizes_to_each_padded_image_and_zeroes_the_padding() -> None:
+    encoding = SinCos2D(embed_dim=8, grid_size=(2, 2), resize='interpolate')
+    mask = torch.zeros(2, 4, 4, dtype=torch.bool)
+    mask[0] = True
+    mask[1, :2, :3] = True
+    table = encoding.table(Positions((4, 4), 0, valid_mask=mask)).reshape(2, 4, 4, 8)
+    assert torch.allclose(table[0], encoding.grid_table((4, 4), torch.device('cpu')).reshape(4, 4, 8))
+    assert torch.allclose(table[1, :2, :3], encoding.grid_table((2, 3), torch.device('cpu')).reshape(2, 3, 8))
+    assert not table[1][~mask[1]].any()
+
+
+def test_interpolate_without_a_training_grid_says_how_to_give_one() -> None:
+    encoding = SinCos2D(embed_dim=8, resize='interpolate')
+    with pytest.raises(ValueError, match='built without grid_size'):
+        encoding.table(Positions((4, 4), 0))
+    with pytest.raises(ValueError, match="'interpolate'"):
+        encoding.resize = 'interpolated'

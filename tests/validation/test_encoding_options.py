@@ -174,8 +174,8 @@ def test_declared_test_time_options() -> None:
     assert declared == {
         'ALiBi2D': ['distance_scale'], 'ComRoPE': [], 'DETRSine': [], 'FourierFeatures': [],
         'LearnedAPE': ['antialias', 'interpolation'], 'LookHere': ['global_slope', 'reference_rounding'],
-        'MultiViewSine': [], 'NoPE': [], 'PEG': [], 'PETR': [], 'PPE3D': [], 'RPE2D': [], 'RoPEAxial': ['position_scale', 'theta'],
-        'RoPEMixed': ['position_scale'], 'SinCos2D': [], 'iRPE': []}
+        'MultiViewSine': [], 'NoPE': [], 'PEG': [], 'PETR': [], 'PPE3D': [], 'RPE2D': ['eval_positions'], 'RoPEAxial': ['position_scale', 'theta'],
+        'RoPEMixed': ['position_scale'], 'SinCos2D': ['resize'], 'iRPE': []}
 
 
 @pytest.mark.parametrize('name, options', EXAMPLES, ids=[f'{n}-{o}' for n, o in EXAMPLES])

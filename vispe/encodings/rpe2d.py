@@ -9,11 +9,13 @@ import torch
 
 from vispe.encodings.base import EncodingStack, PositionEncoding
 from vispe.encodings.builder import EncodingConfig, build_encoding
+from vispe.encodings.learned_ape import LearnedAPE
 from vispe.encodings.options import Option, model_fact
 from vispe.geometry import Positions, to_2tuple
 from vispe.registry import ENCODINGS
 
 SUPPORTED_HOOKS = frozenset({'embed', 'rotate'})
+EVAL_POSITIONS = ('expected', 'random', 'contiguous')
 
 
 @ENCODINGS.register_module()
@@ -23,8 +25,14 @@ class RPE2D(PositionEncoding):
     Training, at an h×w grid: rows ``sort(choice(H_max, h))`` and columns ``sort(choice(W_max, w))``
     are drawn independently (distinct, sorted) once per batch, and token (i, j) gets position
     (rows_i, cols_j); order and grid structure are kept while the spacing is random over
-    [0, H_max) × [0, W_max). Evaluation: contiguous positions (0…h−1) × (0…w−1), inside the training
-    support, so a larger test grid up to ``max_grid`` is interpolation for the base encoding.
+    [0, H_max) × [0, W_max). Evaluation (``eval_positions``), at any grid up to ``max_grid``:
+
+    - ``'expected'`` (default): the expected value of each sorted draw, row i (0-based) at
+      ``(i + 1)·(H_max + 1)/(h + 1) − 1``: deterministic, evenly spaced over the whole range, with the
+      spacing the model saw in training at this grid size (rounded to cells for a ``LearnedAPE`` base);
+    - ``'random'``: a fresh sorted draw per forward, as in training (the 1D reference evaluates so;
+      ``tools/eval_resolution.py`` averages over the draws of its batches);
+    - ``'contiguous'``: rows 0…h−1, a spacing H_max/h times denser than in training.
 
     The positions feed ``base``, an encoding that reads positions (``SinCos2D``, ``RoPEAxial``,
     ``RoPEMixed``, ``FourierFeatures``, or ``LearnedAPE`` with a ``max_grid`` table whose cells are
@@ -37,6 +45,7 @@ class RPE2D(PositionEncoding):
             ``max_grid``).
         max_grid: (H_max, W_max).
         seed: seed of a private generator for the training draws (default: torch's global RNG).
+        eval_positions: ``'expected'``, ``'random'`` or ``'contiguous'`` (above); a test-time option.
 
     Shapes: as the base encoding.
     """
@@ -52,11 +61,15 @@ class RPE2D(PositionEncoding):
                                                 'base encoding is built for it.'),
         'seed': Option(int, optional=True, doc='The seed of a private generator for the training draws (None: '
                                                "torch's global RNG); the generator is made at build."),
+        'eval_positions': Option(str, choices=EVAL_POSITIONS, test_time=True,
+                                 doc="Positions in evaluation: 'expected' (the mean of the sorted draw, evenly spaced "
+                                     "over max_grid), 'random' (a draw per forward) or 'contiguous' (0..h-1)."),
     }
 
     def __init__(self, base: EncodingConfig, max_grid: int | Sequence[int], seed: int | None = None,
-                 **context: Any) -> None:
+                 eval_positions: str = 'expected', **context: Any) -> None:
         super().__init__()
+        self.eval_positions = eval_positions
         self.max_grid = to_2tuple(max_grid)
         self.base = build_encoding(base, **{**context, 'grid_size': self.max_grid})
         if isinstance(self.base, EncodingStack) or not self.base.active_hooks <= SUPPORTED_HOOKS:
@@ -78,6 +91,16 @@ class RPE2D(PositionEncoding):
         cols = torch.randperm(self.max_grid[1], generator=generator)[:grid_size[1]].sort().values
         return rows, cols
 
+    def expected_positions(self, grid_size: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The expected sorted draw: index i of n out of N at ``(i + 1)·(N + 1)/(n + 1) − 1`` (the mean of the
+        (i+1)-th order statistic of n distinct values from 0…N−1), rounded for a table-reading base."""
+        self.check_grid(grid_size)
+        rows, cols = ((torch.arange(1, n + 1, dtype=torch.float64) * (limit + 1) / (n + 1) - 1).float()
+                      for n, limit in zip(grid_size, self.max_grid))
+        if isinstance(self.base, LearnedAPE):
+            rows, cols = rows.round(), cols.round()
+        return rows, cols
+
     def check_grid(self, grid_size: Sequence[int]) -> None:
         if grid_size[0] > self.max_grid[0] or grid_size[1] > self.max_grid[1]:
             raise ValueError(f'Grid {tuple(grid_size)} is larger than RPE2D max_grid {self.max_grid}: positions '
@@ -93,15 +116,17 @@ class RPE2D(PositionEncoding):
             self._fixed = None
 
     def rows_and_cols(self, grid_size: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """This forward's row and column positions: fixed, sampled (training) or contiguous (evaluation)."""
+        """This forward's row and column positions: fixed, sampled (training) or ``eval_positions``."""
         if self._fixed is not None:
             rows, cols = self._fixed
             if (len(rows), len(cols)) != tuple(grid_size):
                 raise ValueError(f'Fixed positions have {len(rows)} rows and {len(cols)} columns; the grid is '
                                  f'{tuple(grid_size)}.')
             return rows, cols
-        if self.training:
+        if self.training or self.eval_positions == 'random':
             return self.sample_positions(grid_size)
+        if self.eval_positions == 'expected':
+            return self.expected_positions(grid_size)
         self.check_grid(grid_size)
         return torch.arange(grid_size[0]), torch.arange(grid_size[1])
 
@@ -129,4 +154,4 @@ class RPE2D(PositionEncoding):
         return {f'base.{name}' for name in self.base.no_weight_decay()}
 
     def extra_repr(self) -> str:
-        return f'max_grid={self.max_grid}'
+        return f'max_grid={self.max_grid}, eval_positions={self.eval_positions!r}'
