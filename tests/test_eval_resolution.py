@@ -19,14 +19,17 @@ from .conftest import REPO_ROOT
 TOOL = REPO_ROOT / 'tools' / 'eval_resolution.py'
 
 
-def make_work_dir(root: Path, name: str) -> Path:
-    """A work dir as training leaves it: the dumped config and a weights-only best.pth."""
+def make_work_dir(root: Path, name: str, seed: int | None = None) -> Path:
+    """A work dir as training leaves it: the dumped config and a weights-only best.pth (a ``seed`` names it
+    ``<name>_s<seed>``, sets the config's seed and initialises the weights with it)."""
     config = REPO_ROOT / 'configs' / 'vit' / f'vit-t2_{name}_fmnist-28.py'
-    work_dir = root / name
+    work_dir = root / (name if seed is None else f'{name}_s{seed}')
     work_dir.mkdir()
     cfg = Config.fromfile(str(config))
+    if seed is not None:
+        cfg.randomness = dict(seed=seed)
     cfg.dump(str(work_dir / config.name))
-    torch.manual_seed(0)
+    torch.manual_seed(seed or 0)
     model = MODELS.build(cfg.model)
     torch.save({'state_dict': model.state_dict(), 'meta': {'epoch': 0}}, work_dir / 'best.pth')
     return work_dir

@@ -16,7 +16,15 @@ hold all of them. Test-time
 encoding options (RoPE ``theta``, ALiBi ``distance_scale``, LookHere ``global_slope``) are set per
 size with ``SIZE:name=value`` (or ``all:name=value``), on every run whose encodings have that
 option (an option no run has is an error). Prints a table; writes ``<out>.csv``,
-``<out>.json`` (command, configs, checkpoint hashes, dataset subset) and ``<out>.png``.
+``<out>.json`` (command, configs, checkpoint hashes, dataset subset) and ``<out>.png``. ``--group-seeds`` reports
+runs named ``<name>_s<seed>`` (the same config trained with other seeds) as mean and spread (max - min over the
+seeds) per group, in the table, ``<out>.seeds.csv``, the JSON (``seed_groups``) and the figure (a band):
+
+    python tools/eval_resolution.py work_dirs/zoo/vit-t2_ape_fmnist-28_s0 work_dirs/zoo/vit-t2_ape_fmnist-28_s1 \\
+        --sizes 28 42 56 84 --group-seeds --out results/zoo/extrapolation
+
+Encodings that draw positions at evaluation (RPE2D with ``eval_positions='random'``) draw anew for each batch from
+torch's RNG, seeded to 0 before each size: the accuracy averages over the draws of the batches, reproducibly.
 
 Multi-view 3D detectors (PETR / 3DPPE, a PETRDetector config) have three axes, and every combination is
 evaluated (:mod:`vispe.evaluation.multiview_sweep`): ``--sizes`` are image heights (the width follows the
@@ -54,8 +62,8 @@ from vispe.engine import load_config, named_unknown_types
 from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, reported_by,
                                     run_main, writable_output)
 from vispe.evaluation import multiview_sweep as sweep
-from vispe.evaluation.sweep_report import (sha256, sweep_table, write_atomically, write_csv, write_json,
-                                           write_sweep_outputs)
+from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
+from vispe.evaluation.sweep_report import sweep_table, write_sweep_outputs
 from vispe.registry import DATASETS, METRICS, MODELS
 
 
@@ -94,8 +102,7 @@ def parse_args() -> argparse.Namespace:
                         help='multi-view 3D runs: train (the training rig on held-out scenes, split test-rig1) and/or '
                              'other (the second rig, split val). Default: the config\'s test split')
     parser.add_argument('--group-seeds', action='store_true',
-                        help='multi-view 3D runs: report runs named <name>_s<seed> as the mean and spread (max - min) '
-                             'over their seeds')
+                        help='report runs named <name>_s<seed> as the mean and spread (max - min) over their seeds')
     parser.add_argument('--out', type=Path, default=Path('results/extrapolation'))
     args = parser.parse_args()
     with reported_by(parser):
@@ -219,21 +226,6 @@ def evaluate(model: torch.nn.Module, cfg: Config, dataset: Any, batch_size: int,
     return metric.evaluate(len(dataset)) if prefixed else metric.compute_metrics(metric.results)
 
 
-def primary_metric(runs: list[Run]) -> str:
-    """The first metric of the first run's results (top1, bbox_mAP), shared by every run."""
-    name = next(iter(next(iter(runs[0].results.values()))))
-    for run in runs:
-        for size, results in run.results.items():
-            if name not in results:
-                raise ValueError(f'Runs measure different metrics: {runs[0].label} reports {name!r}, {run.label} at '
-                                 f'{size} reports {sorted(results)}; compare classifiers and detectors separately.')
-    return name
-
-
-def formatted(name: str, value: float) -> str:
-    return f'{value:.3f}' if name.startswith('bbox') else f'{value:.2f}'
-
-
 def dataset_cfg(cfg: Config, size: int, eval_mode: str, subset: int | None) -> dict[str, Any]:
     """The test set at ``size``; a detection set's cap on the longer side (``max_size``) scales with the
     size, so that every size keeps the config's aspect-ratio limit instead of being capped below itself."""
@@ -250,64 +242,15 @@ def command_line() -> str:
     return ' '.join(['python', Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
 
 
-def write_outputs(args: argparse.Namespace, runs: list[Run], options: dict[int, dict[str, Any]],
-                  datasets: dict[str, dict[str, Any]], train_sizes: dict[str, Any]) -> None:
-    names = list(next(iter(runs[0].results.values())))
-    rows = [['model', 'size', *names]]
-    rows += [[run.label, size, *[formatted(name, run.results[size][name]) for name in names]]
-             for run in runs for size in args.sizes]
-    write_atomically(args.out.with_suffix('.csv'), lambda path: write_csv(path, rows))
-    report = dict(
-        command=command_line(), sizes=args.sizes, eval_mode=args.eval_mode,
-        encoding_options={str(k): v for k, v in options.items() if v},
-        runs=[dict(label=run.label, config=str(run.config), checkpoint=str(run.checkpoint),
-                   checkpoint_sha256=sha256(run.checkpoint), train_size=train_sizes[run.label],
-                   dataset=datasets[run.label], results={str(k): v for k, v in run.results.items()})
-              for run in runs])
-    write_atomically(args.out.with_suffix('.json'), lambda path: write_json(path, report))
-    plot(args, runs, train_sizes)
-
-
-def plot(args: argparse.Namespace, runs: list[Run], train_sizes: dict[str, Any]) -> None:
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    metric = primary_metric(runs)
-    figure, axis = plt.subplots(figsize=(6.4, 4.2), dpi=120)
-    for run in runs:
-        axis.plot(args.sizes, [run.results[size][metric] for size in args.sizes], marker='o', label=run.label)
-    for size in {s for s in train_sizes.values() if isinstance(s, int)}:
-        axis.axvline(size, color='grey', linestyle=':', linewidth=1)
-    axis.set_xlabel(f'test size (px, {args.eval_mode})')
-    axis.set_ylabel('top-1 accuracy (%)' if metric == 'top1' else metric)
-    axis.set_title(f'{metric} vs input size (dotted: training size)')
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    try:
-        write_atomically(args.out.with_suffix('.png'), lambda path: figure.savefig(path, format='png'))
-    finally:
-        plt.close(figure)
-
-
-def print_table(runs: list[Run], sizes: list[int]) -> None:
-    metric = primary_metric(runs)
-    header = ['model (top-1 %)' if metric == 'top1' else f'model ({metric})', *[str(size) for size in sizes]]
-    rows = [[run.label, *[formatted(metric, run.results[size][metric]) for size in sizes]] for run in runs]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    for i, row in enumerate([header, *rows]):
-        print('  '.join(cell.rjust(width) if j else cell.ljust(width) for j, (cell, width) in
-                        enumerate(zip(row, widths))))
-        if i == 0:
-            print('  '.join('-' * width for width in widths))
-
-
 def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: list[Config]) -> int:
     """Classifiers and 2D detectors: the config's test metric at each size."""
     options = parse_encoding_options(args.encoding_options, args.sizes)
     batch_size = args.batch_size or 128
     datasets: dict[str, dict[str, Any]] = {}
     train_sizes: dict[str, Any] = {}
+    labels = [run.label for run in runs]
+    check_distinct('runs', labels)
+    groups = sweep.seed_groups(labels, dict(zip(labels, configs))) if args.group_seeds else None
     loaded = []
     for run, cfg in zip(runs, configs):
         with named_unknown_types():
@@ -333,14 +276,20 @@ def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: lis
                 dataset = DATASETS.build(dataset_options)
                 datasets[run.label] = {k: v for k, v in dataset_options.items() if k != 'image_size'}
                 previous = set_encoding_options(model, options[size])
+                torch.manual_seed(0)  # encodings that draw positions in evaluation (RPE2D 'random') draw the same
                 try:
                     run.results[size] = evaluate(model, cfg, dataset, batch_size, progress)
                 finally:
                     for (owner, name), value in previous.items():
                         setattr(owner, name, value)
-    print_table(runs, args.sizes)
-    write_outputs(args, runs, options, datasets, train_sizes)
-    print(f'wrote {args.out.with_suffix(".csv")}, {args.out.with_suffix(".json")}, {args.out.with_suffix(".png")}')
+    summaries = None
+    if groups:
+        results = {run.label: run.results for run in runs}
+        summaries = {group.label: sweep.group_summary(group, results) for group in groups}
+    print(resolution_table(runs, args.sizes, groups, summaries))
+    written = write_resolution_outputs(args.out, command_line(), args.eval_mode, args.sizes, runs, options, datasets,
+                                       train_sizes, groups, summaries)
+    print(f'wrote {", ".join(map(str, written))}')
     return 0
 
 
@@ -440,8 +389,7 @@ def main() -> int:
                               f'detectors and the others are not', 'evaluate them in separate calls')
     if multiview:
         return evaluate_multiview(args, runs, configs)
-    given = [name for name, value in (('--intrinsics-scale', args.intrinsics_scale), ('--rigs', args.rigs),
-                                      ('--group-seeds', args.group_seeds)) if value]
+    given = [name for name, value in (('--intrinsics-scale', args.intrinsics_scale), ('--rigs', args.rigs)) if value]
     if given:
         raise InvalidArgument(given[0], [run.label for run in runs], f'{given[0]} is for multi-view 3D runs '
                               f'(PETRDetector configs) and these runs are not', f'leave out {given[0]}')

@@ -4,8 +4,15 @@
 
 For each work dir: ``models/<name>/`` gets the config, the weights-only checkpoint (if at most
 ``--max-mb`` MB) and a README card with the training command, the checkpoint's SHA-256 and the
-extrapolation table of that model (from the JSON: command, sizes, test subset). ``models/README.md``
-gets an index table of every card. Numbers are copied from the tools' outputs, never typed.
+extrapolation table of that model (from the JSON: command, sizes, test subset). Work dirs that the JSON groups
+as seeds of one config (``eval_resolution.py --group-seeds`` on ``<name>_s0``, ``<name>_s1``, ...) make one card
+``<name>`` with every seed's row, checkpoint and training command and the mean ± spread (max - min):
+
+    python tools/zoo_card.py work_dirs/zoo/vit-t2_ape_fmnist-28_s0 work_dirs/zoo/vit-t2_ape_fmnist-28_s1 \\
+        --eval results/zoo/extrapolation.json
+
+``models/README.md`` gets an index table of every card (mean ± spread for seed groups). Numbers are copied from
+the tools' outputs, never typed.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ import sys
 from pathlib import Path
 
 import torch
+from mmengine.config import Config
 
 from vispe.engine.arguments import InvalidArgument, existing_file, existing_folder, non_negative_float, reported_by
 
@@ -26,7 +34,8 @@ INDEX_START, INDEX_END = '<!-- zoo:start -->', '<!-- zoo:end -->'
 
 def parse_args() -> argparse.Namespace:
     """The command line, refused with a message naming the argument unless every work dir holds one
-    config and best.pth, the JSON exists, the zoo has its index README.md and --max-mb is not negative."""
+    config and best.pth and was evaluated in the JSON (every seed of a seed group given), the zoo has its index
+    README.md and --max-mb is not negative."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('work_dirs', nargs='+', type=Path)
     parser.add_argument('--eval', type=Path, required=True, help='JSON written by tools/eval_resolution.py')
@@ -44,6 +53,8 @@ def parse_args() -> argparse.Namespace:
                 raise InvalidArgument('work dir', work_dir, 'has no best.pth',
                                       'give a work dir whose training finished (tools/train.py writes best.pth)')
         existing_file(args.eval, '--eval')
+        args.report = json.loads(args.eval.read_text())
+        args.cards = card_members(args.work_dirs, args.report)
         if not (args.zoo / 'README.md').is_file():
             raise InvalidArgument('--zoo', args.zoo, 'has no README.md (the index of the cards)',
                                   'give the model-zoo folder, or create README.md in it')
@@ -62,24 +73,46 @@ def validation_line(meta: dict) -> str:
             f'validation subset).')
 
 
-def card(name: str, work_dir: Path, run: dict, report: dict, kept: bool) -> str:
-    meta = torch.load(work_dir / 'best.pth', weights_only=True)['meta']
+def training_command(work_dir: Path) -> str:
+    """The command that trains this work dir: its config, work dir and seed (read from the dumped config)."""
+    config = next(work_dir.glob('*.py'))
+    seed = Config.fromfile(str(config)).get('randomness', {}).get('seed')
+    return (f'python tools/train.py configs/vit/{config.name} --work-dir {work_dir.as_posix()}'
+            + (f' --cfg-options randomness.seed={seed}' if seed is not None else ''))
+
+
+def card(name: str, members: list[tuple[Path, dict]], group: dict | None, report: dict, kept: bool) -> str:
+    """The card of one model: one run, or a seed group (each seed's row and the mean ± spread)."""
     sizes = report['sizes']
-    config_name = next(work_dir.glob('*.py')).name
-    lines = [
-        f'# {name}', '',
-        f'Config: [`{config_name}`]({config_name}) (dumped by training; the source is `configs/vit/{config_name}`).', '',
-        'Trained with:', '', '```bash', f'python tools/train.py configs/vit/{config_name}', '```', '',
-        validation_line(meta), '',
-        f'Checkpoint: `best.pth`, SHA-256 `{run["checkpoint_sha256"]}`'
-        + (f' — [{name}.pth]({name}.pth) in this folder.' if kept else ' (too large to keep in the repository).'), '',
-        f'Top-1 (%) by test size, {report["eval_mode"]}, test subset {run["dataset"].get("subset")} '
-        f'(seed {run["dataset"].get("subset_seed")}), trained at {run["train_size"]} px:', '',
-        '| ' + ' | '.join(str(s) for s in sizes) + ' |', '|' + '---|' * len(sizes),
-        '| ' + ' | '.join(f'{run["results"][str(s)]["top1"]:.2f}' for s in sizes) + ' |', '',
-        'Measured with:', '', '```bash', report['command'], '```', '',
-    ]
+    first_dir, first = members[0]
+    config_name = next(first_dir.glob('*.py')).name
+    commands = [training_command(work_dir) for work_dir, _ in members]
+    lines = [f'# {name}', '',
+             f'Config: [`{config_name}`]({config_name}) (dumped by training; the source is `configs/vit/{config_name}`).',
+             '', 'Trained with:', '', '```bash', *commands, '```', '']
+    for work_dir, run in members:
+        meta = torch.load(work_dir / 'best.pth', weights_only=True)['meta']
+        checkpoint = f'{work_dir.name}.pth'
+        lines += [f'`{work_dir.name}`: {validation_line(meta)} Checkpoint `best.pth`, SHA-256 '
+                  f'`{run["checkpoint_sha256"]}`' + (f' — [{checkpoint}]({checkpoint}) in this folder.' if kept else
+                                                     ' (too large to keep in the repository).'), '']
+    lines += [f'Top-1 (%) by test size, {report["eval_mode"]}, test subset {first["dataset"].get("subset")} '
+              f'(seed {first["dataset"].get("subset_seed")}), trained at {first["train_size"]} px:', '',
+              '| model | ' + ' | '.join(str(s) for s in sizes) + ' |', '|---|' + '---|' * len(sizes)]
+    lines += [f'| {work_dir.name} | ' + ' | '.join(f'{run["results"][str(s)]["top1"]:.2f}' for s in sizes) + ' |'
+              for work_dir, run in members]
+    if group is not None:
+        lines.append(f'| mean ± spread ({group["spread"]}) | ' + ' | '.join(
+            f'{group["results"][str(s)]["mean"]["top1"]:.2f} ± {group["results"][str(s)]["spread"]["top1"]:.2f}'
+            for s in sizes) + ' |')
+    lines += ['', 'Measured with:', '', '```bash', report['command'], '```', '']
     return '\n'.join(lines)
+
+
+def index_cell(results: dict, size: int) -> str:
+    top1 = f'{results["top1"][str(size)]:.2f}'
+    spread = results.get('top1_spread')
+    return f'{top1} ± {spread[str(size)]:.2f}' if spread else top1
 
 
 def update_index(zoo: Path) -> None:
@@ -87,7 +120,7 @@ def update_index(zoo: Path) -> None:
     for card_path in sorted(zoo.glob('*/README.md')):
         results = json.loads((card_path.parent / 'results.json').read_text())
         sizes = results['sizes']
-        rows.append((card_path.parent.name, sizes, [results['top1'][str(s)] for s in sizes]))
+        rows.append((card_path.parent.name, sizes, [index_cell(results, s) for s in sizes]))
     index = zoo / 'README.md'
     text = index.read_text()
     if INDEX_START not in text:
@@ -97,39 +130,66 @@ def update_index(zoo: Path) -> None:
     lines = []
     for sizes in sorted({tuple(r[1]) for r in rows}):
         lines += ['| model | ' + ' | '.join(f'{s} px' for s in sizes) + ' |', '|---|' + '---|' * len(sizes)]
-        lines += [f'| [{name}]({name}/README.md) | ' + ' | '.join(f'{v:.2f}' for v in values) + ' |'
+        lines += [f'| [{name}]({name}/README.md) | ' + ' | '.join(values) + ' |'
                   for name, row_sizes, values in rows if tuple(row_sizes) == sizes]
     index.write_text(f'{head}{INDEX_START}\n' + '\n'.join(lines) + f'\n{INDEX_END}{tail}')
 
 
-def main() -> int:
-    args = parse_args()
-    report = json.loads(args.eval.read_text())
+def card_members(work_dirs: list[Path], report: dict) -> dict[str, tuple[list[tuple[Path, dict]], dict | None]]:
+    """Card name -> ([(work dir, its run in the report)], its seed group or None); a work dir in a seed group of the
+    report joins the group's card.
+
+    Raises:
+        InvalidArgument: a work dir was not evaluated, changed since, or a seed group is given in part.
+    """
     runs = {Path(run['checkpoint']).parent.resolve(): run for run in report['runs']}
-    for work_dir in args.work_dirs:
+    groups = {member: group for group in report.get('seed_groups', []) for member in group['members']}
+    cards: dict[str, tuple[list[tuple[Path, dict]], dict | None]] = {}
+    for work_dir in work_dirs:
         run = runs.get(work_dir.resolve())
         if run is None:
-            print(f'{args.eval} has no results for {work_dir}; run tools/eval_resolution.py on it first.',
-                  file=sys.stderr)
-            return 2
+            raise InvalidArgument('work dir', work_dir, 'has no results in the --eval JSON',
+                                  'run tools/eval_resolution.py on it first')
         if sha256(work_dir / 'best.pth') != run['checkpoint_sha256']:
-            print(f'{work_dir / "best.pth"} changed since it was evaluated; evaluate it again.', file=sys.stderr)
-            return 2
-    for work_dir in args.work_dirs:
-        run = runs[work_dir.resolve()]
-        name = work_dir.name
+            raise InvalidArgument('work dir', work_dir, 'best.pth changed since it was evaluated', 'evaluate it again')
+        group = groups.get(run['label'])
+        cards.setdefault(group['label'] if group else work_dir.name, ([], group))[0].append((work_dir, run))
+    for name, (members, group) in cards.items():
+        if group is not None and len(members) != len(group['members']):
+            raise InvalidArgument('work dir', [str(w) for w, _ in members], f'the seed group {name!r} has '
+                                  f'{len(group["members"])} runs: {", ".join(group["members"])}',
+                                  'give the work dirs of all its seeds')
+    return cards
+
+
+def main() -> int:
+    args = parse_args()
+    report = args.report
+    for name, (members, group) in args.cards.items():
         folder = args.zoo / name
         folder.mkdir(parents=True, exist_ok=True)
-        shutil.copy(next(work_dir.glob('*.py')), folder)
-        checkpoint = work_dir / 'best.pth'
-        kept = checkpoint.stat().st_size <= args.max_mb * 2 ** 20
+        for stale in folder.glob('*.pth'):
+            stale.unlink()
+        shutil.copy(next(members[0][0].glob('*.py')), folder)
+        kept = all((work_dir / 'best.pth').stat().st_size <= args.max_mb * 2 ** 20 for work_dir, _ in members)
         if kept:
-            shutil.copy(checkpoint, folder / f'{name}.pth')
-        (folder / 'README.md').write_text(card(name, work_dir, run, report, kept))
-        (folder / 'results.json').write_text(json.dumps(dict(
-            sizes=report['sizes'], top1={k: v['top1'] for k, v in run['results'].items()},
-            top5={k: v['top5'] for k, v in run['results'].items()}, command=report['command'],
-            dataset=run['dataset'], checkpoint_sha256=run['checkpoint_sha256']), indent=1))
+            for work_dir, _ in members:
+                shutil.copy(work_dir / 'best.pth', folder / f'{work_dir.name}.pth')
+        (folder / 'README.md').write_text(card(name, members, group, report, kept))
+        results = dict(sizes=report['sizes'])
+        if group is not None:
+            results.update(top1={k: v['mean']['top1'] for k, v in group['results'].items()},
+                           top1_spread={k: v['spread']['top1'] for k, v in group['results'].items()},
+                           top5={k: v['mean']['top5'] for k, v in group['results'].items()})
+        else:
+            run = members[0][1]
+            results.update(top1={k: v['top1'] for k, v in run['results'].items()},
+                           top5={k: v['top5'] for k, v in run['results'].items()})
+        results.update(command=report['command'], dataset=members[0][1]['dataset'],
+                       seeds={work_dir.name: dict(top1={k: v['top1'] for k, v in run['results'].items()},
+                                                  checkpoint_sha256=run['checkpoint_sha256'])
+                              for work_dir, run in members})
+        (folder / 'results.json').write_text(json.dumps(results, indent=1))
         print(f'wrote {folder}')
     update_index(args.zoo)
     return 0
