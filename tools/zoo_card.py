@@ -88,7 +88,8 @@ def card(name: str, members: list[tuple[Path, dict]], group: dict | None, report
     config_name = next(first_dir.glob('*.py')).name
     commands = [training_command(work_dir) for work_dir, _ in members]
     lines = [f'# {name}', '',
-             f'Config: [`{config_name}`]({config_name}) (dumped by training; the source is `configs/vit/{config_name}`).',
+             f'Config: [`{config_name}`]({config_name}) (dumped by training; the source is '
+             f'`configs/vit/{config_name}`).',
              '', 'Trained with:', '', '```bash', *commands, '```', '']
     for work_dir, run in members:
         meta = torch.load(work_dir / 'best.pth', weights_only=True)['meta']

@@ -1,13 +1,18 @@
-"""Hooks for mmengine's Runner: weights-only best/last checkpoints, and the random state of a run."""
+"""Hooks for mmengine's Runner: weights-only best/last checkpoints, the random state of a run, and mmengine's
+CheckpointHook without the deprecation warnings it raises itself."""
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+import mmengine.hooks
 import torch
 from mmengine.hooks import Hook
+from mmengine.logging import MMLogger
 
 from vispe.checkpoint import model_encodings
 from vispe.engine import random_state
@@ -29,6 +34,37 @@ def temporary_path(path: Path) -> Path:
 
 def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
     return model.module if hasattr(model, 'module') else model
+
+
+# What mmengine 0.10.7 logs about its own deprecated classes when CheckpointHook builds a FileClient that it never
+# uses (it does so even without file_client_args).
+MMENGINE_SELF_DEPRECATIONS = ('"FileClient" will be deprecated in future', '"HardDiskBackend" is the alias of')
+
+
+@contextlib.contextmanager
+def dropped_log_records(prefixes: tuple[str, ...]) -> Iterator[None]:
+    """Drop records of mmengine's current logger whose message starts with one of ``prefixes`` (nothing else)."""
+    logger = MMLogger.get_current_instance()
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(prefixes)
+
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
+
+
+@HOOKS.register_module()
+class CheckpointHook(mmengine.hooks.CheckpointHook):
+    """mmengine's ``CheckpointHook`` (same arguments, same files) without the two deprecation warnings that its
+    ``before_train`` logs on every run about the ``FileClient`` it builds and never uses; a config under
+    ``default_scope='vispe'`` that names ``CheckpointHook`` gets this one."""
+
+    def before_train(self, runner: Any) -> None:
+        with dropped_log_records(MMENGINE_SELF_DEPRECATIONS):
+            super().before_train(runner)
 
 
 @HOOKS.register_module()

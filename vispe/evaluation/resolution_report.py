@@ -51,8 +51,8 @@ def resolution_table(runs: Sequence[Any], sizes: Sequence[int], groups: Sequence
         header = [f'model ({name})', *map(str, sizes)]
         rows = [[run.label, *[formatted(metric, run.results[size][metric]) for size in sizes]] for run in runs]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ['  '.join(cell.rjust(width) if j else cell.ljust(width) for j, (cell, width) in enumerate(zip(row, widths)))
-             for row in [header, *rows]]
+    lines = ['  '.join(cell.rjust(width) if j else cell.ljust(width) for j, (cell, width) in
+                       enumerate(zip(row, widths))) for row in [header, *rows]]
     lines.insert(1, '  '.join('-' * width for width in widths))
     return '\n'.join(lines)
 
