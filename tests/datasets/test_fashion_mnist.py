@@ -22,6 +22,15 @@ def test_real_splits_and_balanced_subset() -> None:
     assert len(FashionMNIST('test')) == 10000
 
 
+def test_minival_is_held_out_of_the_training_file() -> None:
+    train, minival, rest = FashionMNIST('train'), FashionMNIST('minival'), FashionMNIST('train-minus-minival')
+    assert len(minival) == 2000 and len(rest) == 58000
+    assert np.bincount(minival.labels.numpy()).tolist() == [200] * 10
+    images = [{bytes(image) for image in dataset.images.flatten(1).numpy()} for dataset in (train, minival, rest)]
+    assert images[1] | images[2] == images[0] and not images[1] & images[2]
+    assert torch.equal(FashionMNIST('minival', subset=500).images, FashionMNIST('minival', subset=500).images)
+
+
 def test_eval_sizes_upsample_and_canvas() -> None:
     image = torch.zeros(1, 28, 28, dtype=torch.uint8)
     image[0, 10:18, 10:18] = 255

@@ -117,7 +117,8 @@ def write_idx(root: Path, count: int = 20) -> tuple[np.ndarray, np.ndarray]:
                                           r"'canva'\. Did you mean 'canvas'\?"),
     (dict(eval_mode='canvas', image_size=20), ValueError, r"eval_mode='canvas' pads a 28 px image; image_size 20 is "
                                                           r"smaller\. Use image_size ≥ 28"),
-    (dict(split='tset'), ValueError, r"split must be one of \('train', 'test'\); got 'tset'\. Did you mean 'test'"),
+    (dict(split='tset'), ValueError, r"split must be one of \('train', 'test', 'minival', 'train-minus-minival'\); "
+                                  r"got 'tset'\. Did you mean 'test'"),
 ])
 def test_fashion_mnist_options_fail_before_reading_files(tmp_path, options, error, match) -> None:
     with pytest.raises(error, match=match):

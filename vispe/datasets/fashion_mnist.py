@@ -19,6 +19,10 @@ DEBIAN_ROOT = Path('/usr/share/datasets/fashion-mnist')
 REPO_ROOT = Path(__file__).resolve().parents[2] / 'datasets' / 'fashion-mnist'
 CLASSES = ('T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot')
 FILES = {'train': 'train', 'test': 't10k'}
+# A held-out split of the training file, for choosing checkpoints and test-time options without the test set:
+# 'minival' is MINIVAL_SIZE images of the training file (200 per class, seed 0), 'train-minus-minival' the rest.
+MINIVAL_SIZE = 2000
+SPLITS = ('train', 'test', 'minival', 'train-minus-minival')
 
 
 def default_root() -> Path:
@@ -58,7 +62,8 @@ class FashionMNIST(Dataset):
     :func:`~vispe.datasets.transforms.classification_transform` for the pipeline.
 
     Args:
-        split: 'train' or 'test'.
+        split: 'train' (60k), 'test' (10k), or a held-out division of the training file: 'minival' (2000
+            images, 200 per class, fixed) and 'train-minus-minival' (the other 58000).
         image_size: S, the size the model sees.
         train_augment: random resized crop + flip (the scale augmentation of ViT recipes).
         crop_scale: area range of the random resized crop.
@@ -76,7 +81,7 @@ class FashionMNIST(Dataset):
     def __init__(self, split: str = 'train', image_size: int = 28, train_augment: bool = False,
                  crop_scale: Sequence[float] = (0.35, 1.0), eval_mode: str = 'upsample', subset: int | None = None,
                  subset_seed: int = 0, root: str | os.PathLike | None = None) -> None:
-        check_choice('FashionMNIST', 'split', split, tuple(FILES))
+        check_choice('FashionMNIST', 'split', split, SPLITS)
         check_positive_int('FashionMNIST', 'image_size', image_size)
         check_crop_scale('FashionMNIST', 'crop_scale', crop_scale)
         check_choice('FashionMNIST', 'eval_mode', eval_mode, EVAL_MODES)
@@ -88,7 +93,12 @@ class FashionMNIST(Dataset):
                                                   crop_scale=crop_scale, eval_mode=eval_mode, mean=(0.2860,),
                                                   std=(0.3530,))
         self.root = Path(root) if root is not None else default_root()
-        images, labels = read_idx(self.root, split)
+        images, labels = read_idx(self.root, 'test' if split == 'test' else 'train')
+        if split in ('minival', 'train-minus-minival'):
+            minival = np.zeros(len(labels), dtype=bool)
+            minival[balanced_subset(labels, MINIVAL_SIZE, seed=0)] = True
+            keep = np.flatnonzero(minival if split == 'minival' else ~minival)
+            images, labels = images[keep], labels[keep]
         if subset is not None:
             keep = balanced_subset(labels, subset, subset_seed)
             images, labels = images[keep], labels[keep]
