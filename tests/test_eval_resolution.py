@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -19,13 +20,15 @@ from .conftest import REPO_ROOT
 TOOL = REPO_ROOT / 'tools' / 'eval_resolution.py'
 
 
-def make_work_dir(root: Path, name: str, seed: int | None = None) -> Path:
+def make_work_dir(root: Path, name: str, seed: int | None = None, **options: Any) -> Path:
     """A work dir as training leaves it: the dumped config and a weights-only best.pth (a ``seed`` names it
-    ``<name>_s<seed>``, sets the config's seed and initialises the weights with it)."""
+    ``<name>_s<seed>``, sets the config's seed and initialises the weights with it; ``options`` are merged into the
+    config as ``--cfg-options`` are)."""
     config = REPO_ROOT / 'configs' / 'vit' / f'vit-t2_{name}_fmnist-28.py'
     work_dir = root / (name if seed is None else f'{name}_s{seed}')
     work_dir.mkdir()
     cfg = Config.fromfile(str(config))
+    cfg.merge_from_dict(options)
     if seed is not None:
         cfg.randomness = dict(seed=seed)
     cfg.dump(str(work_dir / config.name))
@@ -81,3 +84,30 @@ def test_config_and_checkpoint_pair(tmp_path) -> None:
                       '--out', str(tmp_path / 'pair'))
     assert result.returncode == 0, result.stderr
     assert 'vit-t2_sincos_fmnist-28' in result.stdout
+
+
+@pytest.mark.slow
+def test_tune_chooses_options_on_held_out_data_beside_the_untuned_row(tmp_path) -> None:
+    on_test = make_work_dir(tmp_path, 'sincos', **{'val_dataloader.dataset.split': 'test'})
+    refused = run_tool(str(on_test), '--sizes', '28', '--subset', '10', '--tune', '--out', str(tmp_path / 'r'))
+    assert refused.returncode == 2 and "validates on its test set (split 'test'" in refused.stderr
+    runs = [make_work_dir(tmp_path, 'sincos', seed, **{'val_dataloader.dataset.split': 'minival'})
+            for seed in (0, 1)]
+    out = tmp_path / 'tuned'
+    result = run_tool(*map(str, runs), '--sizes', '28', '56', '--subset', '20', '--tune', '--tune-subset', '20',
+                      '--group-seeds', '--out', str(out))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.with_suffix('.json').read_text())
+    assert [run['label'] for run in report['runs']] == ['sincos_s0', 'sincos+tuned_s0', 'sincos_s1', 'sincos+tuned_s1']
+    assert [group['label'] for group in report['seed_groups']] == ['sincos', 'sincos+tuned']
+    record = report['tuning']['sincos_s0']['56']
+    assert set(record['options']) == {'backbone.encoding.resize'} and record['built'] == {
+        'backbone.encoding.resize': 'extend'}
+    assert record['held_out_set']['split'] == 'minival' and record['held_out_set']['subset'] == 20
+    assert record['settings_tried'] == 2 and record['held_out_score'] >= record['held_out_score_built']
+    at_train_size = report['tuning']['sincos_s0']['28']
+    assert at_train_size['options'] == at_train_size['built']  # 'interpolate' ties at the training grid
+    assert report['runs'][1]['tuned_from'] == 'sincos_s0' and 'tuned_from' not in report['runs'][0]
+    untuned, tuned = report['runs'][0]['results'], report['runs'][1]['results']
+    assert tuned['28'] == untuned['28']
+    assert 'sincos+tuned' in result.stdout

@@ -23,6 +23,12 @@ seeds) per group, in the table, ``<out>.seeds.csv``, the JSON (``seed_groups``) 
     python tools/eval_resolution.py work_dirs/zoo/vit-t2_ape_fmnist-28_s0 work_dirs/zoo/vit-t2_ape_fmnist-28_s1 \\
         --sizes 28 42 56 84 --group-seeds --out results/zoo/extrapolation
 
+``--tune`` chooses, per run and size, the values of the encodings' tunable test-time options (each declares its
+candidates: LookHere/ALiBi slopes, RoPE theta and position scale, RPE2D evaluation positions, LearnedAPE and
+SinCos2D resampling; :mod:`vispe.evaluation.tuning`) by coordinate ascent on the config's held-out validation set
+(``--tune-subset`` images; a config that validates on its test set is refused), then measures the test set with
+them: the table and files get a ``<name>+tuned`` row beside each run, and the JSON records the choice (``tuning``).
+
 Encodings that draw positions at evaluation (RPE2D with ``eval_positions='random'``) draw anew for each batch from
 torch's RNG, seeded to 0 before each size: the accuracy averages over the draws of the batches, reproducibly.
 
@@ -63,6 +69,7 @@ from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_fl
                                     run_main, writable_output)
 from vispe.evaluation import multiview_sweep as sweep
 from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
+from vispe.evaluation.tuning import Knob, applied, coordinate_search, tunable_knobs
 from vispe.evaluation.sweep_report import sweep_table, write_sweep_outputs
 from vispe.registry import DATASETS, METRICS, MODELS
 
@@ -75,6 +82,7 @@ class Run:
     config: Path
     checkpoint: Path
     results: dict[Any, dict[str, float]] = field(default_factory=dict)  # by size, or by SweepPoint (3D)
+    tuned_from: str | None = None  # the label of the run whose options --tune chose
 
 
 def parse_args() -> argparse.Namespace:
@@ -103,6 +111,12 @@ def parse_args() -> argparse.Namespace:
                              'other (the second rig, split val). Default: the config\'s test split')
     parser.add_argument('--group-seeds', action='store_true',
                         help='report runs named <name>_s<seed> as the mean and spread (max - min) over their seeds')
+    parser.add_argument('--tune', action='store_true',
+                        help='per run and size, choose the encodings\' test-time options on the config\'s held-out '
+                             'validation set and report the test metric with them beside the untuned row')
+    parser.add_argument('--tune-subset', type=positive_int, default=1000,
+                        help='validation images per setting tried by --tune (a balanced subset, where the validation '
+                             'set has a subset option)')
     parser.add_argument('--out', type=Path, default=Path('results/extrapolation'))
     args = parser.parse_args()
     with reported_by(parser):
@@ -242,6 +256,48 @@ def command_line() -> str:
     return ' '.join(['python', Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
 
 
+def tuned_label(label: str) -> str:
+    """'<name>_s0' -> '<name>+tuned_s0' (a seed suffix stays last, so that tuned runs group by seed too)."""
+    match = sweep.SEED_SUFFIX.match(label)
+    if match:
+        return f'{match.group("group")}+tuned{label[len(match.group("group")):]}'
+    return f'{label}+tuned'
+
+
+def check_held_out(cfg: Config, label: str) -> None:
+    """``--tune`` searches on the config's validation set: refuse a config whose validation set is its test set."""
+    val, test = dict(cfg.val_dataloader.dataset), dict(cfg.test_dataloader.dataset)
+    same = [key for key in ('split', 'ann_file') if key in val and val.get(key) == test.get(key)]
+    if same:
+        raise InvalidArgument('--tune', label, f'its config validates on its test set ({same[0]} '
+                              f'{val[same[0]]!r} in both val_dataloader and test_dataloader), and --tune never '
+                              'chooses options on test data', 'give the run a config whose val_dataloader holds out '
+                              "part of the training data (FashionMNIST split='minival'), or leave out --tune")
+
+
+def tune_at_size(model: torch.nn.Module, cfg: Config, knobs: list[Knob], size: int, args: argparse.Namespace,
+                 batch_size: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The knob values that score best on the held-out validation set at ``size``, and the record of the search."""
+    dataset_options = dict(cfg.val_dataloader.dataset)
+    dataset_options.update(image_size=size, eval_mode=args.eval_mode, train_augment=False)
+    if 'subset' in dataset_options:
+        dataset_options['subset'] = args.tune_subset
+    dataset = DATASETS.build(dataset_options)
+    quiet = tqdm(disable=True)
+
+    def score() -> float:
+        torch.manual_seed(0)
+        results = evaluate(model, cfg, dataset, batch_size, quiet)
+        return results[next(iter(results))]
+
+    values, best, built, tried = coordinate_search(knobs, score)
+    record = dict(options={knob.path: value for knob, value in zip(knobs, values)},
+                  built={knob.path: knob.candidates[0] for knob in knobs}, held_out_score=best,
+                  held_out_score_built=built, settings_tried=tried,
+                  held_out_set={k: v for k, v in dataset_options.items() if k != 'image_size'})
+    return values, record
+
+
 def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: list[Config]) -> int:
     """Classifiers and 2D detectors: the config's test metric at each size."""
     options = parse_encoding_options(args.encoding_options, args.sizes)
@@ -250,7 +306,14 @@ def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: lis
     train_sizes: dict[str, Any] = {}
     labels = [run.label for run in runs]
     check_distinct('runs', labels)
-    groups = sweep.seed_groups(labels, dict(zip(labels, configs))) if args.group_seeds else None
+    configs_by_label = dict(zip(labels, configs))
+    groups = sweep.seed_groups(labels, configs_by_label) if args.group_seeds else None
+    if args.tune:
+        if any(options.values()):
+            raise InvalidArgument('--tune', True, 'it chooses the test-time options itself',
+                                  'leave out --encoding-options, or --tune')
+        for label, cfg in configs_by_label.items():
+            check_held_out(cfg, label)
     loaded = []
     for run, cfg in zip(runs, configs):
         with named_unknown_types():
@@ -268,8 +331,12 @@ def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: lis
     check_encoding_options([(run.label, model) for run, _, model in loaded], options)
     total = sum(len(DATASETS.build(dataset_cfg(cfg, args.sizes[0], args.eval_mode, args.subset)))
                 for _, cfg, _ in loaded)
+    tuned_runs: list[Run] = []
+    tuning: dict[str, dict[str, Any]] = {}
     with tqdm(total=total * len(args.sizes), unit='img', desc='eval', file=sys.stderr) as progress:
         for run, cfg, model in loaded:
+            knobs = tunable_knobs(model) if args.tune else []
+            tuned = Run(tuned_label(run.label), run.config, run.checkpoint, tuned_from=run.label) if knobs else None
             for size in args.sizes:
                 progress.set_postfix_str(f'{run.label} @ {size}')
                 dataset_options = dataset_cfg(cfg, size, args.eval_mode, args.subset)
@@ -282,13 +349,27 @@ def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: lis
                 finally:
                     for (owner, name), value in previous.items():
                         setattr(owner, name, value)
+                if tuned is not None:
+                    progress.set_postfix_str(f'{run.label} @ {size}: tuning {len(knobs)} options on held-out data')
+                    values, record = tune_at_size(model, cfg, knobs, size, args, batch_size)
+                    with applied(knobs, values):
+                        torch.manual_seed(0)
+                        tuned.results[size] = evaluate(model, cfg, dataset, batch_size, progress)
+                    tuning.setdefault(run.label, {})[str(size)] = record
+            if tuned is not None:
+                tuned_runs.append(tuned)
+                datasets[tuned.label], train_sizes[tuned.label] = datasets[run.label], train_sizes[run.label]
+                configs_by_label[tuned.label] = cfg
+    runs = [item for run in runs for item in [run, *[t for t in tuned_runs if t.label == tuned_label(run.label)]]]
+    if groups is not None:
+        groups = sweep.seed_groups([run.label for run in runs], configs_by_label)
     summaries = None
     if groups:
         results = {run.label: run.results for run in runs}
         summaries = {group.label: sweep.group_summary(group, results) for group in groups}
     print(resolution_table(runs, args.sizes, groups, summaries))
     written = write_resolution_outputs(args.out, command_line(), args.eval_mode, args.sizes, runs, options, datasets,
-                                       train_sizes, groups, summaries)
+                                       train_sizes, groups, summaries, tuning)
     print(f'wrote {", ".join(map(str, written))}')
     return 0
 
@@ -323,6 +404,9 @@ def evaluate_multiview(args: argparse.Namespace, runs: list[Run], run_configs: l
     if args.subset is not None:
         raise InvalidArgument('--subset', args.subset, 'the nuScenes metric needs every sample of the split',
                               'leave out --subset')
+    if args.tune:
+        raise InvalidArgument('--tune', True, 'multi-view 3D runs have no held-out split to choose options on',
+                              'leave out --tune')
     labels = [run.label for run in runs]
     check_distinct('runs', labels)
     configs = dict(zip(labels, run_configs))

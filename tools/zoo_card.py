@@ -53,11 +53,11 @@ def parse_args() -> argparse.Namespace:
                 raise InvalidArgument('work dir', work_dir, 'has no best.pth',
                                       'give a work dir whose training finished (tools/train.py writes best.pth)')
         existing_file(args.eval, '--eval')
-        args.report = json.loads(args.eval.read_text())
-        args.cards = card_members(args.work_dirs, args.report)
         if not (args.zoo / 'README.md').is_file():
             raise InvalidArgument('--zoo', args.zoo, 'has no README.md (the index of the cards)',
                                   'give the model-zoo folder, or create README.md in it')
+        args.report = json.loads(args.eval.read_text())
+        args.cards = card_members(args.work_dirs, args.report)
     return args
 
 
@@ -143,7 +143,7 @@ def card_members(work_dirs: list[Path], report: dict) -> dict[str, tuple[list[tu
     Raises:
         InvalidArgument: a work dir was not evaluated, changed since, or a seed group is given in part.
     """
-    runs = {Path(run['checkpoint']).parent.resolve(): run for run in report['runs']}
+    runs = {Path(run['checkpoint']).parent.resolve(): run for run in report['runs'] if 'tuned_from' not in run}
     groups = {member: group for group in report.get('seed_groups', []) for member in group['members']}
     cards: dict[str, tuple[list[tuple[Path, dict]], dict | None]] = {}
     for work_dir in work_dirs:

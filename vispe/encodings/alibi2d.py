@@ -6,7 +6,7 @@ from typing import ClassVar
 import torch
 
 from vispe.encodings.base import PositionEncoding, TableCache
-from vispe.encodings.options import Option, model_facts
+from vispe.encodings.options import Option, Search, model_facts
 from vispe.geometry import Positions, pad_prefix, pairwise_offsets, relative_offsets
 from vispe.registry import ENCODINGS
 
@@ -37,7 +37,7 @@ class ALiBi2D(PositionEncoding):
     paper: ClassVar[str] = 'Press et al., ICLR 2022 (ALiBi), 2D baseline of Fuller et al., NeurIPS 2024'
     options: ClassVar[dict[str, Option]] = {
         **model_facts('num_heads', 'num_prefix_tokens'),
-        'distance_scale': Option(float, ge=0, test_time=True,
+        'distance_scale': Option(float, ge=0, test_time=True, search=Search(factors=(1 / 3, 1 / 2, 2 / 3, 1.5)),
                                  doc='The factor on distances is >= 0 (1 in training, e.g. train_grid / test_grid at '
                                      'a larger size; negative would favour far keys); the bias is rebuilt every '
                                      'forward, so it may change at test time.'),

@@ -8,7 +8,7 @@ from timm.layers import resample_abs_pos_embed, trunc_normal_
 from torch import nn
 
 from vispe.encodings.base import PositionEncoding
-from vispe.encodings.options import Option, model_facts
+from vispe.encodings.options import Option, Search, model_facts
 from vispe.geometry import Positions, to_2tuple
 from vispe.registry import ENCODINGS
 
@@ -46,6 +46,7 @@ class LearnedAPE(PositionEncoding):
         **model_facts('embed_dim', 'grid_size', 'num_prefix_tokens'),
         'no_embed_class': Option(bool, doc='Whether the table has no prefix rows (DeiT-III); it shapes the table.'),
         'interpolation': Option(str, choices=INTERPOLATIONS, test_time=True,
+                                search=Search(values=('bicubic', 'bilinear', 'nearest')),
                                 doc='How the table is resampled to another grid (timm: bicubic); no parameter '
                                     'depends on it, so it may change at test time.'),
         'antialias': Option(bool, test_time=True,

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from vispe.encodings.base import PositionEncoding, TableCache
-from vispe.encodings.options import Option, closest_suggestion, model_facts
+from vispe.encodings.options import Option, Search, closest_suggestion, model_facts
 from vispe.geometry import Positions, grid_coords, pad_prefix, pairwise_offsets, relative_offsets
 from vispe.registry import ENCODINGS
 
@@ -161,7 +161,7 @@ class LookHere(PositionEncoding):
         **model_facts('num_heads', 'depth', 'num_prefix_tokens'),
         'directions': Option(str, doc="The heads' fields of view: shorthands such as 'halves', 'corners', "
                                       "'eighths' joined with '-'; the trained heads depend on them."),
-        'global_slope': Option(float, ge=0, test_time=True,
+        'global_slope': Option(float, ge=0, test_time=True, search=Search(factors=(0.25, 0.5, 0.75, 1.5)),
                                doc='The global distance penalty g is >= 0 (1 in training; the paper lowers it at '
                                    'higher resolution); it scales the bias per call, so it may change at test time.'),
         'layer_slopes': Option(float, ge=0, sequence=True, length=2,

@@ -25,6 +25,28 @@ from typing import Any
 KINDS = (int, float, bool, str, object)
 
 
+@dataclass(frozen=True)
+class Search:
+    """The values that ``tools/eval_resolution.py --tune`` tries for a test-time option at each test size.
+
+    Args:
+        values: absolute candidates (the choices of a string option).
+        factors: multiples of the option's value as the model was built (1 is the trained value), for numbers.
+    """
+
+    values: tuple[Any, ...] = ()
+    factors: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if bool(self.values) == bool(self.factors):
+            raise TypeError('Search takes either values or factors.')
+
+    def candidates(self, built: Any) -> tuple[Any, ...]:
+        """The candidates for an option whose built value is ``built``: that value first, then the others."""
+        others = self.values if self.values else tuple(built * factor for factor in self.factors)
+        return (built, *[value for value in others if value != built])
+
+
 class OptionTypeError(TypeError):
     """An option value of the wrong type."""
 
@@ -65,6 +87,7 @@ class Option:
         optional: None is accepted (and kept).
         test_time: the option may be set as an attribute after build (it shapes no parameter and
             no table that is not rebuilt); other options are fixed at build.
+        search: for a test-time option, the candidates ``eval_resolution.py --tune`` tries (:class:`Search`).
     """
 
     kind: type = float
@@ -81,8 +104,11 @@ class Option:
     scalar_ok: bool = False
     optional: bool = False
     test_time: bool = False
+    search: Search | None = None
 
     def __post_init__(self) -> None:
+        if self.search is not None and not self.test_time:
+            raise TypeError('Option search is for test-time options.')
         if self.kind not in KINDS:
             raise TypeError(f'Option kind must be one of {[kind.__name__ for kind in KINDS]}; got {self.kind!r}.')
         if self.choices is not None and self.kind is not str:

@@ -8,14 +8,14 @@ from timm.layers.pos_embed_sincos import init_random_2d_freqs
 from torch import nn
 
 from vispe.encodings.base import PositionEncoding, TableCache
-from vispe.encodings.options import Option, model_fact, model_facts
+from vispe.encodings.options import Option, Search, model_fact, model_facts
 from vispe.encodings.rotary import angles_to_cis, rotate_pairs, with_identity_prefix, xy_positions
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
 HEAD_DIM = model_fact('head_dim', multiple_of=4, doc='The head width d rotates x and y channel pairs, so it must be '
                                                     'a multiple of 4: choose embed_dim / num_heads divisible by 4.')
-POSITION_SCALE = Option(float, gt=0, test_time=True,
+POSITION_SCALE = Option(float, gt=0, test_time=True, search=Search(factors=(1 / 3, 1 / 2, 2 / 3)),
                         doc='The factor on positions is positive (1 in training, e.g. train_grid / test_grid to '
                             'interpolate); it only sets the rotation tables, so it may change at test time.')
 
@@ -48,7 +48,7 @@ class RoPEAxial(PositionEncoding):
     paper: ClassVar[str] = 'Heo et al., ECCV 2024 (rope-vit)'
     options: ClassVar[dict[str, Option]] = {
         'head_dim': HEAD_DIM,
-        'theta': Option(float, gt=0, test_time=True,
+        'theta': Option(float, gt=0, test_time=True, search=Search(factors=(0.5, 2, 4, 8)),
                         doc='The RoPE base is positive (rope-vit uses 100; the LookHere paper raises it with the '
                             'resolution); it only sets the rotation tables, so it may change at test time.'),
         'position_scale': POSITION_SCALE,

@@ -10,7 +10,7 @@ import torch
 from vispe.encodings.base import EncodingStack, PositionEncoding
 from vispe.encodings.builder import EncodingConfig, build_encoding
 from vispe.encodings.learned_ape import LearnedAPE
-from vispe.encodings.options import Option, model_fact
+from vispe.encodings.options import Option, Search, model_fact
 from vispe.geometry import Positions, to_2tuple
 from vispe.registry import ENCODINGS
 
@@ -61,7 +61,7 @@ class RPE2D(PositionEncoding):
                                                 'base encoding is built for it.'),
         'seed': Option(int, optional=True, doc='The seed of a private generator for the training draws (None: '
                                                "torch's global RNG); the generator is made at build."),
-        'eval_positions': Option(str, choices=EVAL_POSITIONS, test_time=True,
+        'eval_positions': Option(str, choices=EVAL_POSITIONS, test_time=True, search=Search(values=EVAL_POSITIONS),
                                  doc="Positions in evaluation: 'expected' (the mean of the sorted draw, evenly spaced "
                                      "over max_grid), 'random' (a draw per forward) or 'contiguous' (0..h-1)."),
     }

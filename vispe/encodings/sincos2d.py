@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from vispe.encodings.base import PositionEncoding, TableCache
-from vispe.encodings.options import Option, model_fact
+from vispe.encodings.options import Option, Search, model_fact
 from vispe.geometry import Positions, grid_coords, to_2tuple
 from vispe.registry import ENCODINGS
 
@@ -74,7 +74,7 @@ class SinCos2D(PositionEncoding):
                                                'model depends on the table, so it is fixed at build.'),
         'grid_size': model_fact('grid_size', optional=True,
                                 doc="The training grid (h, w), positive: the table that 'interpolate' resizes."),
-        'resize': Option(str, choices=RESIZE_MODES, test_time=True,
+        'resize': Option(str, choices=RESIZE_MODES, test_time=True, search=Search(values=RESIZE_MODES),
                          doc="The table on another grid: 'extend' evaluates it at the new positions (MAE), "
                              "'interpolate' resizes the training grid's table bilinearly (LookHere's protocol)."),
     }

@@ -60,9 +60,11 @@ def resolution_table(runs: Sequence[Any], sizes: Sequence[int], groups: Sequence
 def write_resolution_outputs(out: Path, command: str, eval_mode: str, sizes: Sequence[int], runs: Sequence[Any],
                              options: Mapping[int, Mapping[str, Any]], datasets: Mapping[str, Mapping[str, Any]],
                              train_sizes: Mapping[str, Any], groups: Sequence[SeedGroup] | None = None,
-                             summaries: Summaries | None = None) -> list[Path]:
+                             summaries: Summaries | None = None,
+                             tuning: Mapping[str, Mapping[str, Any]] | None = None) -> list[Path]:
     """Write ``<out>.csv``, ``<out>.seeds.csv`` (with groups), ``<out>.json`` and ``<out>.png`` atomically; ``runs``
-    have ``label``, ``config``, ``checkpoint`` and ``results`` {size: metrics}."""
+    have ``label``, ``config``, ``checkpoint`` and ``results`` {size: metrics}; ``tuning`` is the record of
+    ``--tune`` per run label and size (the chosen options and their held-out scores)."""
     out = Path(out)
     names = list(next(iter(runs[0].results.values())))
     rows = [['model', 'size', *names]]
@@ -74,8 +76,11 @@ def write_resolution_outputs(out: Path, command: str, eval_mode: str, sizes: Seq
         encoding_options={str(k): v for k, v in options.items() if v},
         runs=[dict(label=run.label, config=str(run.config), checkpoint=str(run.checkpoint),
                    checkpoint_sha256=sha256(run.checkpoint), train_size=train_sizes[run.label],
-                   dataset=datasets[run.label], results={str(k): v for k, v in run.results.items()})
+                   dataset=datasets[run.label], results={str(k): v for k, v in run.results.items()},
+                   **({'tuned_from': run.tuned_from} if getattr(run, 'tuned_from', None) else {}))
               for run in runs])
+    if tuning:
+        report['tuning'] = {label: dict(per_size) for label, per_size in tuning.items()}
     if groups and summaries:
         seed_rows = [['group', 'members', 'size', *[f'{name}_{part}' for name in names for part in ('mean', 'spread')]]]
         seed_rows += [[group.label, ' '.join(group.members), size,
