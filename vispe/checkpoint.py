@@ -7,14 +7,13 @@ values) and reported.
 from __future__ import annotations
 
 import ast
-import math
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
-from timm.layers import resample_abs_pos_embed
 from torch import nn
 
 from vispe import serialization
@@ -169,35 +168,35 @@ def check_finite(state_dict: Mapping[str, torch.Tensor], path: str) -> None:
                                     f'allow_nonfinite=True to load it for inspection.')
 
 
-def _square_grid(num_patches: int, key: str) -> tuple[int, int]:
-    side = math.isqrt(num_patches)
-    if side * side != num_patches:
-        raise CheckpointMismatchError(f'{key}: {num_patches} patch rows is not a square grid, so the grid it was '
-                                      f'trained on cannot be inferred for resampling.')
-    return side, side
+# timm's Eva (the class of timm's vit_*_rope_* models) names a block's layer scales gamma_1 / gamma_2 where timm's
+# VisionTransformer, and so vispe's, has ls1.gamma / ls2.gamma.
+EVA_LAYER_SCALE = re.compile(r'^(?P<block>(?:.*\.)?blocks\.\d+\.)gamma_(?P<which>[12])$')
 
 
-def resample_position_tables(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> list[str]:
-    """Resample learned APE tables of a checkpoint to the model's grids (timm's bicubic resampling).
+def adopt_foreign_entries(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> list[str]:
+    """Make a foreign checkpoint fit ``model`` in place: each encoding adopts its entries
+    (:meth:`PositionEncoding.adopt_state_dict`: timm's names, resampled tables) and Eva's layer-scale names become
+    timm ViT's.
 
     Returns:
-        The keys that were resampled.
+        One line per adopted entry.
     """
-    apes = [module for module in model.modules() if isinstance(module, LearnedAPE)]
-    resampled = []
-    for key, value in model.state_dict(keep_vars=True).items():
-        ape = next((ape for ape in apes if value is ape.pos_embed), None)
-        if ape is None or key not in state_dict or state_dict[key].shape == value.shape:
-            continue
-        table = state_dict[key]
-        prefix = ape.table_prefix_tokens
-        if table.ndim != 3 or table.shape[-1] != value.shape[-1] or table.shape[1] <= prefix:
-            continue
-        old_grid = _square_grid(table.shape[1] - prefix, key)
-        state_dict[key] = resample_abs_pos_embed(table, new_size=list(ape.grid_size), old_size=list(old_grid),
-                                                 num_prefix_tokens=prefix)
-        resampled.append(key)
-    return resampled
+    own = model.state_dict(keep_vars=True)
+    key_of = {id(value): key for key, value in own.items()}
+    adopted = []
+    for module in model.modules():
+        if isinstance(module, PositionEncoding) and not isinstance(module, EncodingStack):
+            local = {**dict(module.named_parameters(recurse=False)), **dict(module.named_buffers(recurse=False))}
+            keys = {name: key_of[id(value)] for name, value in local.items() if id(value) in key_of}
+            adopted += module.adopt_state_dict(state_dict, keys)
+    for key in list(state_dict):
+        match = EVA_LAYER_SCALE.match(key)
+        if match:
+            ours = f'{match.group("block")}ls{match.group("which")}.gamma'
+            if ours in own and ours not in state_dict:
+                state_dict[ours] = state_dict.pop(key)
+                adopted.append(f'{key} -> {ours}')
+    return adopted
 
 
 def load_checkpoint(
@@ -210,7 +209,11 @@ def load_checkpoint(
 ) -> dict[str, Any]:
     """Load a timm or vispe checkpoint into ``model``, resampling learned APE tables to its grid.
 
-    A timm ViT checkpoint loads into a vispe ViT built with ``LearnedAPE`` (the names are timm's).
+    A timm ViT checkpoint loads into a vispe ViT built with ``LearnedAPE`` (the names are timm's), and a timm RoPE
+    ViT checkpoint (``vit_*_rope_*``, timm's Eva class) into one built with ``RoPEAxial`` or ``RoPEMixed`` (and
+    ``init_values`` for its layer scales): each encoding adopts the foreign names of its entries and resamples
+    tables of another grid (:meth:`PositionEncoding.adopt_state_dict`), and Eva's ``gamma_1``/``gamma_2`` become
+    ``ls1.gamma``/``ls2.gamma``.
 
     Args:
         model: the model.
@@ -223,8 +226,9 @@ def load_checkpoint(
         allow_nonfinite: load NaN or infinite values instead of refusing them.
 
     Returns:
-        ``dict(missing=[...], unexpected=[...], skipped=[...], resampled=[...])``; ``skipped`` are
-        entries whose shape differs from the model's (loaded only with ``strict=False``).
+        ``dict(missing=[...], unexpected=[...], skipped=[...], resampled=[...], adopted=[...])``; ``skipped`` are
+        entries whose shape differs from the model's (loaded only with ``strict=False``), ``adopted`` says what
+        was renamed or resampled.
 
     Raises:
         CheckpointMismatchError: keys, shapes or the trained encoding do not match (the message lists
@@ -245,7 +249,12 @@ def load_checkpoint(
         check_encodings(model, meta, path)
     if not allow_nonfinite:
         check_finite(state_dict, path)
-    resampled = resample_position_tables(model, state_dict)
+    shapes = {key: value.shape for key, value in state_dict.items()}
+    try:
+        adopted = adopt_foreign_entries(model, state_dict)
+    except ValueError as error:
+        raise CheckpointMismatchError(f'Checkpoint {path}: {error}') from None
+    resampled = [key for key, shape in shapes.items() if key in state_dict and state_dict[key].shape != shape]
     own = model.state_dict()
     mismatched = [key for key, value in state_dict.items() if key in own and own[key].shape != value.shape]
     missing = sorted(set(own) - set(state_dict))
@@ -274,7 +283,7 @@ def load_checkpoint(
                       f'{len(mismatched)} of another shape): it probably belongs to another architecture or needs a '
                       f'key prefix removed. Missing: {_listing(sorted(result.missing_keys))}.', stacklevel=2)
     return dict(missing=list(result.missing_keys), unexpected=list(result.unexpected_keys),
-                skipped=mismatched, resampled=resampled)
+                skipped=mismatched, resampled=resampled, adopted=adopted)
 
 
 def _listing(items: list[str]) -> str:

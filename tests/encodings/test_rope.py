@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Any
 
 import pytest
 import timm
@@ -53,11 +55,12 @@ def test_mixed_initialisation_is_rope_vits() -> None:
     assert mixed.no_weight_decay() == {'freqs'}
 
 
-def timm_parity_pair(timm_name: str, encoding: str) -> tuple[torch.nn.Module, torch.nn.Module]:
+def timm_parity_pair(timm_name: str, encoding: Any, path: Path) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """timm's RoPE ViT (its Eva class) and a vispe ViT that loads its checkpoint file with vispe.load_checkpoint,
+    strictly and without renames (Eva's gamma_1/2 and rope.freqs are adopted)."""
     torch.manual_seed(0)
     theirs = timm.create_model(timm_name, pretrained=False, dynamic_img_size=True, num_classes=10).eval()
-    ours = vispe.create_vit('vit_small_patch16_224', encoding=dict(type=encoding), init_values=1e-5,
-                            num_classes=10).eval()
+    ours = vispe.create_vit('vit_small_patch16_224', encoding=encoding, init_values=1e-5, num_classes=10).eval()
     state = {}
     for key, value in theirs.state_dict().items():
         if 'gamma' in key:
@@ -65,16 +68,20 @@ def timm_parity_pair(timm_name: str, encoding: str) -> tuple[torch.nn.Module, to
         state[key] = value
     state['head.weight'] = torch.randn_like(state['head.weight']) / 20
     theirs.load_state_dict(state)
-    renamed = {key.replace('gamma_1', 'ls1.gamma').replace('gamma_2', 'ls2.gamma').replace('rope.freqs', 'encoding.freqs'):
-               value for key, value in state.items()}
-    ours.load_state_dict(renamed)
+    torch.save(state, path)
+    report = vispe.load_checkpoint(ours, path)
+    assert report['missing'] == report['unexpected'] == [] and 'blocks.0.gamma_1 -> blocks.0.ls1.gamma' in report[
+        'adopted']
     return theirs, ours
 
 
-@pytest.mark.parametrize('timm_name, encoding', [('vit_small_patch16_rope_mixed_224', 'RoPEMixed'),
-                                                 ('vit_small_patch16_rope_224', 'RoPEAxial')])
-def test_same_logits_as_timms_rope_vits(timm_name, encoding) -> None:
-    theirs, ours = timm_parity_pair(timm_name, encoding)
+@pytest.mark.parametrize('timm_name, encoding', [
+    ('vit_small_patch16_rope_mixed_224', dict(type='RoPEMixed')),
+    ('vit_small_patch16_rope_224', dict(type='RoPEAxial')),
+    ('vit_small_patch16_rope_mixed_ape_224', [dict(type='LearnedAPE', no_embed_class=True), dict(type='RoPEMixed')]),
+], ids=['mixed', 'axial', 'mixed_ape'])
+def test_timm_rope_vit_checkpoints_load_and_give_the_same_logits(timm_name, encoding, tmp_path) -> None:
+    theirs, ours = timm_parity_pair(timm_name, encoding, tmp_path / 'timm.pth')
     for size in [(224, 224), (320, 320)]:
         images = torch.randn(2, 3, *size)
         with torch.no_grad():

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections import OrderedDict
-from typing import Any, Callable, ClassVar, Hashable, Sequence
+from typing import Any, Callable, ClassVar, Hashable, Mapping, Sequence
 
 import torch
 import torch.fx
@@ -124,6 +124,8 @@ class PositionEncoding(nn.Module):
         paper: the paper (and reference code) the encoding follows.
         timm_names: names a timm ViT state dict uses for this encoding's parameters
             (local name -> timm name), so checkpoints load both ways.
+        foreign_names: names other checkpoints use for this encoding's parameters (local name -> key),
+            adopted when loading one (timm's Eva RoPE ViTs: ``rope.freqs``); saving keeps vispe's names.
         examples: option sets that build representative instances (the demo and the common
             tests build one model per example).
         requires: what the positions must carry beyond a token grid (``('cameras',)`` for the camera
@@ -140,6 +142,7 @@ class PositionEncoding(nn.Module):
     family: ClassVar[str] = 'other'
     paper: ClassVar[str] = ''
     timm_names: ClassVar[dict[str, str]] = {}
+    foreign_names: ClassVar[dict[str, str]] = {}
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({},)
     requires: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[dict[str, Option]] = {}
@@ -224,6 +227,27 @@ class PositionEncoding(nn.Module):
     def no_weight_decay(self) -> set[str]:
         """Names (relative to this module) of parameters to keep out of weight decay."""
         return set()
+
+    def adopt_state_dict(self, state_dict: dict[str, torch.Tensor], keys: Mapping[str, str]) -> list[str]:
+        """Make a foreign checkpoint's entries fit this encoding, in place, before it is loaded.
+
+        The base renames entries found under ``foreign_names`` when the checkpoint lacks the model's own key;
+        encodings with tables tied to a grid also resample them (:class:`~vispe.encodings.LearnedAPE`).
+
+        Args:
+            state_dict: the checkpoint's tensors (changed in place).
+            keys: this module's own parameter and buffer names -> their keys in the model's state dict.
+
+        Returns:
+            One line per adopted entry ('rope.freqs -> encoding.freqs', 'pos_embed resampled 14x14 -> 7x7').
+        """
+        adopted = []
+        for local, foreign in self.foreign_names.items():
+            key = keys.get(local)
+            if key is not None and key not in state_dict and foreign in state_dict:
+                state_dict[key] = state_dict.pop(foreign)
+                adopted.append(f'{foreign} -> {key}')
+        return adopted
 
     def check_sequence(self, pos: Positions, num_prefix_tokens: int, integer_grid: bool = True) -> None:
         """Refuse positions this encoding was not built for: no single-image grid, another prefix-token count,

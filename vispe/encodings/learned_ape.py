@@ -1,7 +1,8 @@
 """Learned absolute position embedding, as timm's ViT has it, resampled bicubically to a new grid."""
 from __future__ import annotations
 
-from typing import ClassVar, Sequence
+import math
+from typing import ClassVar, Mapping, Sequence
 
 import torch
 from timm.layers import resample_abs_pos_embed, trunc_normal_
@@ -15,6 +16,15 @@ from vispe.registry import ENCODINGS
 # F.interpolate modes for a 2D grid, and those that can antialias.
 INTERPOLATIONS = ('nearest', 'nearest-exact', 'bilinear', 'bicubic', 'area')
 ANTIALIASED = ('bilinear', 'bicubic')
+
+
+def square_grid(num_patches: int, key: str) -> tuple[int, int]:
+    """The (side, side) grid of a table of ``num_patches`` rows, or an error: a foreign table carries no grid size."""
+    side = math.isqrt(num_patches)
+    if side * side != num_patches:
+        raise ValueError(f'{key}: {num_patches} patch rows is not a square grid, so the grid it was trained on cannot '
+                         f'be inferred for resampling.')
+    return side, side
 
 
 @ENCODINGS.register_module()
@@ -146,6 +156,21 @@ class LearnedAPE(PositionEncoding):
 
     def no_weight_decay(self) -> set[str]:
         return {'pos_embed'}
+
+    def adopt_state_dict(self, state_dict: dict[str, torch.Tensor], keys: Mapping[str, str]) -> list[str]:
+        """Resample a checkpoint's table of another (square) grid to this one, bicubic as timm's
+        ``resample_abs_pos_embed``; a table of another width or prefix layout is left to the key check."""
+        adopted = super().adopt_state_dict(state_dict, keys)
+        key = keys['pos_embed']
+        table = state_dict.get(key)
+        prefix = self.table_prefix_tokens
+        if (table is None or table.shape == self.pos_embed.shape or table.ndim != 3
+                or table.shape[-1] != self.pos_embed.shape[-1] or table.shape[1] <= prefix):
+            return adopted
+        old_grid = square_grid(table.shape[1] - prefix, key)
+        state_dict[key] = resample_abs_pos_embed(table, new_size=list(self.grid_size), old_size=list(old_grid),
+                                                 num_prefix_tokens=prefix)
+        return [*adopted, f'{key} resampled {old_grid[0]}x{old_grid[1]} -> {self.grid_size[0]}x{self.grid_size[1]}']
 
     def extra_repr(self) -> str:
         return (f'grid_size={self.grid_size}, num_prefix_tokens={self.num_prefix_tokens}, '

@@ -122,6 +122,7 @@ class RoPEMixed(PositionEncoding):
     """
 
     family: ClassVar[str] = 'rotary'
+    foreign_names: ClassVar[dict[str, str]] = {'freqs': 'rope.freqs'}  # timm's vit_*_rope_mixed_* (Eva)
     paper: ClassVar[str] = 'Heo et al., ECCV 2024 (rope-vit)'
     options: ClassVar[dict[str, Option]] = {
         'head_dim': HEAD_DIM,
