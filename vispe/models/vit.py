@@ -19,7 +19,8 @@ import torch
 from timm.layers import Attention as TimmAttention
 from timm.layers import Format, register_notrace_function, register_notrace_module
 from timm.models import VisionTransformer as TimmVisionTransformer
-from timm.models._features import feature_take_indices
+from timm.models._features import FeatureGetterNet, feature_take_indices
+from timm.models._builder import pretrained_cfg_for_features
 from timm.models._manipulate import checkpoint
 from timm.models.vision_transformer import Block as TimmBlock
 from torch import nn
@@ -468,8 +469,29 @@ def create_vit(
         close = difflib.get_close_matches(model_name, timm.list_models('vit_*'), n=3, cutoff=0.6)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ''
         raise ValueError(f'Unknown timm model {model_name!r}.{hint} List them with timm.list_models("vit_*").')
-    model = timm.create_model(model_name, pretrained=pretrained, **timm_kwargs)
-    return retrofit(model, encoding, nonfinite_inputs=nonfinite_inputs)
+    features_only = timm_kwargs.pop('features_only', False)
+    feature_cfg = {key: timm_kwargs.pop(key) for key in ('out_indices', 'feature_cls') if key in timm_kwargs}
+    model = retrofit(timm.create_model(model_name, pretrained=pretrained, **timm_kwargs), encoding,
+                     nonfinite_inputs=nonfinite_inputs)
+    return feature_extractor(model, **feature_cfg) if features_only else model
+
+
+def feature_extractor(model: VisionTransformer, out_indices: int | Sequence[int] = 3,
+                      feature_cls: str = 'getter') -> nn.Module:
+    """timm's ``features_only`` wrapper of a ViT: ``FeatureGetterNet`` over ``forward_intermediates`` (as timm wraps
+    its own ViTs), returning the feature maps (B, C, h, w) of the blocks ``out_indices`` (an int n: the last n).
+
+    Raises:
+        ValueError: a ``feature_cls`` other than timm's ViT extractor ('getter').
+    """
+    if feature_cls != 'getter':
+        raise ValueError(f"feature_cls={feature_cls!r}: vispe ViTs give features as timm's ViTs do, through "
+                         f"forward_intermediates (feature_cls='getter', the default); for other layers use "
+                         f"timm.models.create_feature_extractor (torch.fx) on the model built without features_only.")
+    extractor = FeatureGetterNet(model, out_indices=out_indices)
+    extractor.pretrained_cfg = pretrained_cfg_for_features(model.pretrained_cfg)
+    extractor.default_cfg = extractor.pretrained_cfg
+    return extractor
 
 
 MODELS.register_module(name='TimmViT', module=create_vit)
