@@ -24,7 +24,7 @@ def make_work_dir(root: Path, name: str, seed: int | None = None, **options: Any
     """A work dir as training leaves it: the dumped config and a weights-only best.pth (a ``seed`` names it
     ``<name>_s<seed>``, sets the config's seed and initialises the weights with it; ``options`` are merged into the
     config as ``--cfg-options`` are)."""
-    config = REPO_ROOT / 'configs' / 'vit' / f'vit-t2_{name}_fmnist-28.py'
+    config = REPO_ROOT / 'configs' / 'vit' / f'vit-t4_{name}_fmnist-28.py'
     work_dir = root / (name if seed is None else f'{name}_s{seed}')
     work_dir.mkdir()
     cfg = Config.fromfile(str(config))
@@ -67,7 +67,7 @@ def test_rows_per_model_and_size_and_outputs(tmp_path) -> None:
 def test_sizes_not_multiple_of_the_patch_and_unknown_options(tmp_path) -> None:
     run = make_work_dir(tmp_path, 'ape')
     odd = run_tool(str(run), '--sizes', '28', '35', '--subset', '10', '--out', str(tmp_path / 'o'))
-    assert odd.returncode != 0 and 'not multiples of the patch size 2' in odd.stderr and '--pad' in odd.stderr
+    assert odd.returncode != 0 and 'not multiples of the patch size 4' in odd.stderr and '--pad' in odd.stderr
     padded = run_tool(str(run), '--sizes', '35', '--subset', '10', '--pad', '--out', str(tmp_path / 'p'))
     assert padded.returncode == 0, padded.stderr
     typo = run_tool(str(run), '--sizes', '28', '--subset', '10', '--encoding-options', 'all:global_slop=1',
@@ -83,7 +83,7 @@ def test_config_and_checkpoint_pair(tmp_path) -> None:
     result = run_tool(f'{tmp_path / config.name}::{run / "best.pth"}', '--sizes', '28', '--subset', '10',
                       '--out', str(tmp_path / 'pair'))
     assert result.returncode == 0, result.stderr
-    assert 'vit-t2_sincos_fmnist-28' in result.stdout
+    assert 'vit-t4_sincos_fmnist-28' in result.stdout
 
 
 @pytest.mark.slow

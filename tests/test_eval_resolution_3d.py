@@ -25,7 +25,7 @@ from vispe.evaluation import multiview_sweep as sweep  # noqa: E402
 from vispe.registry import DATASETS, METRICS, MODELS  # noqa: E402
 
 PETR_CONFIG = REPO_ROOT / 'configs' / 'petr' / 'petr-r18_petr-lid_mv-scenes.py'
-VIT_CONFIG = REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py'
+VIT_CONFIG = REPO_ROOT / 'configs' / 'vit' / 'vit-t4_ape_fmnist-28.py'
 IMAGE_SIZE = (45, 80)  # the tiny set's images; the config's test size, so 36 -> (36, 64)
 def run_tool(name: str, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
     monkeypatch.setattr(sys, 'argv', [f'{name}.py', *argv])
@@ -257,7 +257,7 @@ def test_eval_resolution_refuses_what_the_runs_cannot_do(petr_runs, mv_root, tmp
 def test_format_only_refuses_other_configs_and_a_stray_out(tmp_path, monkeypatch, capsys) -> None:
     test = load_tool('test')
     monkeypatch.setattr(test, 'build_runner', lambda cfg: pytest.fail('the runner was built'))
-    with pytest.raises(InvalidArgument, match=r"--format-only .*vit-t2_ape_fmnist-28\.py: the config's test_evaluator "
+    with pytest.raises(InvalidArgument, match=r"--format-only .*vit-t4_ape_fmnist-28\.py: the config's test_evaluator "
                                               r"is 'Accuracy', not a NuScenesMetric; use a multi-view 3D config "
                                               r'\(configs/petr/\)'):
         run_tool('test', [str(VIT_CONFIG), 'x.pth', '--format-only', '--out', str(tmp_path / 'r.json'),

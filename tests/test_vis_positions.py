@@ -129,7 +129,7 @@ def test_tool_refuses_what_it_cannot_draw(tiny: TinyPETR, tmp_path: Path) -> Non
     tool = load_tool('vis_positions')
     out = str(tmp_path / 'refused.png')
     cases = [
-        ([str(REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py')],
+        ([str(REPO_ROOT / 'configs' / 'vit' / 'vit-t4_ape_fmnist-28.py')],
          'has no camera encoding with 3D points; give a multi-view 3D detection config (configs/petr/'),
         ([str(tiny.configs['petr-lid']), '--data-root', str(tmp_path / 'none')],
          'write mv-scenes there with `python tools/dataset_converters/multiview_scenes.py`'),

@@ -27,7 +27,7 @@ def test_card_from_tool_outputs(repo_root, tmp_path) -> None:
     assert result.returncode == 0, result.stderr
     top1 = json.loads(out.with_suffix('.json').read_text())['runs'][0]['results']['56']['top1']
     card = (zoo / 'ape' / 'README.md').read_text()
-    assert f'{top1:.2f}' in card and 'python tools/train.py configs/vit/vit-t2_ape_fmnist-28.py' in card
+    assert f'{top1:.2f}' in card and 'python tools/train.py configs/vit/vit-t4_ape_fmnist-28.py' in card
     assert (zoo / 'ape' / 'ape.pth').is_file()
     assert '| [ape](ape/README.md) |' in (zoo / 'README.md').read_text()
 

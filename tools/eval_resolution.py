@@ -1,6 +1,6 @@
 """Evaluate trained models at several input sizes: which encoding holds up beyond the training size?
 
-    python tools/eval_resolution.py work_dirs/vit-t2_ape_fmnist-28 work_dirs/vit-t2_rope-mixed_fmnist-28 \\
+    python tools/eval_resolution.py work_dirs/vit-t4_ape_fmnist-28 work_dirs/vit-t4_rope-mixed_fmnist-28 \\
         --sizes 28 42 56 84 --out results/extrapolation [--encoding-options 56:global_slope=0.95 ...]
 
 A run is a work dir (its dumped config and best.pth) or ``CONFIG::CHECKPOINT``. For each run and size
@@ -20,7 +20,7 @@ option (an option no run has is an error). Prints a table; writes ``<out>.csv``,
 runs named ``<name>_s<seed>`` (the same config trained with other seeds) as mean and spread (max - min over the
 seeds) per group, in the table, ``<out>.seeds.csv``, the JSON (``seed_groups``) and the figure (a band):
 
-    python tools/eval_resolution.py work_dirs/zoo/vit-t2_ape_fmnist-28_s0 work_dirs/zoo/vit-t2_ape_fmnist-28_s1 \\
+    python tools/eval_resolution.py work_dirs/zoo/vit-t4_ape_fmnist-28_s0 work_dirs/zoo/vit-t4_ape_fmnist-28_s1 \\
         --sizes 28 42 56 84 --group-seeds --out results/zoo/extrapolation
 
 ``--tune`` chooses, per run and size, the values of the encodings' tunable test-time options (each declares its

@@ -1,6 +1,6 @@
 """Evaluate a checkpoint with a config's test set.
 
-    python tools/test.py configs/vit/vit-t2_rope-mixed_fmnist-28.py work_dirs/vit-t2_rope-mixed_fmnist-28/best.pth
+    python tools/test.py configs/vit/vit-t4_rope-mixed_fmnist-28.py work_dirs/vit-t4_rope-mixed_fmnist-28/best.pth
         [--cfg-options test_dataloader.dataset.image_size=56 ...] [--work-dir DIR]
 
 The checkpoint loads with vispe.load_checkpoint (best.pth/last.pth written by training, an epoch

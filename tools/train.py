@@ -1,6 +1,6 @@
 """Train a model from an mmengine config.
 
-    python tools/train.py configs/vit/vit-t2_rope-mixed_fmnist-28.py [--work-dir DIR] [--resume [CKPT]]
+    python tools/train.py configs/vit/vit-t4_rope-mixed_fmnist-28.py [--work-dir DIR] [--resume [CKPT]]
         [--trust-checkpoint] [--amp] [--cfg-options key=value ...] [--launcher pytorch]
 
 Writes mmengine's epoch checkpoints (for --resume), logs, and best.pth / last.pth (weights only) to

@@ -1,6 +1,6 @@
 """Draw where a query attends, for a trained model, at several input sizes side by side.
 
-    python tools/vis_attention.py configs/vit/vit-t2_lookhere_fmnist-28.py work_dirs/.../best.pth \\
+    python tools/vis_attention.py configs/vit/vit-t4_lookhere_fmnist-28.py work_dirs/.../best.pth \\
         --image fmnist:0 --sizes 28 56 --layers -1 --query center --heads all --out attn.png
 
 Images: ``fmnist:INDEX`` (Fashion-MNIST test split), ``skimage:NAME`` (a photo shipped in the

@@ -1,6 +1,6 @@
 """Write model-zoo cards from what the tools produced: a trained work dir and an eval_resolution JSON.
 
-    python tools/zoo_card.py work_dirs/full/vit-t2_ape_fmnist-28 ... --eval results/zoo/extrapolation.json
+    python tools/zoo_card.py work_dirs/full/vit-t4_ape_fmnist-28 ... --eval results/zoo/extrapolation.json
 
 For each work dir: ``models/<name>/`` gets the config, the weights-only checkpoint (if at most
 ``--max-mb`` MB) and a README card with the training command, the checkpoint's SHA-256 and the
@@ -8,7 +8,7 @@ extrapolation table of that model (from the JSON: command, sizes, test subset). 
 as seeds of one config (``eval_resolution.py --group-seeds`` on ``<name>_s0``, ``<name>_s1``, ...) make one card
 ``<name>`` with every seed's row, checkpoint and training command and the mean ± spread (max - min):
 
-    python tools/zoo_card.py work_dirs/zoo/vit-t2_ape_fmnist-28_s0 work_dirs/zoo/vit-t2_ape_fmnist-28_s1 \\
+    python tools/zoo_card.py work_dirs/zoo/vit-t4_ape_fmnist-28_s0 work_dirs/zoo/vit-t4_ape_fmnist-28_s1 \\
         --eval results/zoo/extrapolation.json
 
 ``models/README.md`` gets an index table of every card (mean ± spread for seed groups). Numbers are copied from

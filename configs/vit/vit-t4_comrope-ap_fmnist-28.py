@@ -1,4 +1,4 @@
-# Tiny ViT (patch 2) on Fashion-MNIST at 28 px with comrope-ap.
-_base_ = ['../_base_/models/vit-t2_fmnist.py', '../_base_/datasets/fmnist-28.py',
-          '../_base_/schedules/fmnist-12e.py', '../_base_/default_runtime.py']
+# Tiny ViT (patch 4) on Fashion-MNIST at 28 px with comrope-ap.
+_base_ = ['../_base_/models/vit-t4_fmnist.py', '../_base_/datasets/fmnist-28.py',
+          '../_base_/schedules/fmnist-8e.py', '../_base_/default_runtime.py']
 model = dict(backbone=dict(encoding=dict(type='ComRoPE', variant='AP', block_size=2)))

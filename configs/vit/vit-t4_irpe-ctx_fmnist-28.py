@@ -1,5 +1,5 @@
-# Tiny ViT (patch 2) on Fashion-MNIST at 28 px with irpe-ctx.
+# Tiny ViT (patch 4) on Fashion-MNIST at 28 px with irpe-ctx.
 # DeiT-with-iRPE: a learned APE kept beside contextual product iRPE on keys (the released setting).
-_base_ = ['../_base_/models/vit-t2_fmnist.py', '../_base_/datasets/fmnist-28.py',
-          '../_base_/schedules/fmnist-12e.py', '../_base_/default_runtime.py']
+_base_ = ['../_base_/models/vit-t4_fmnist.py', '../_base_/datasets/fmnist-28.py',
+          '../_base_/schedules/fmnist-8e.py', '../_base_/default_runtime.py']
 model = dict(backbone=dict(encoding=[dict(type='LearnedAPE'), dict(type='iRPE', method='product', mode='contextual', on='k')]))

@@ -22,7 +22,7 @@ from vispe.serialization import CorruptCheckpointError, UnsafeCheckpointError
 
 from ..conftest import REPO_ROOT
 
-CONFIG = REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py'
+CONFIG = REPO_ROOT / 'configs' / 'vit' / 'vit-t4_ape_fmnist-28.py'
 SMALL = {'train_dataloader.dataset.subset': 32, 'train_dataloader.batch_size': 16, 'val_dataloader.dataset.subset': 20,
          'train_cfg.max_epochs': 1, 'log_level': 'WARNING'}
 

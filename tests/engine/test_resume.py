@@ -24,7 +24,7 @@ from vispe.engine.hooks import temporary_path
 from ..conftest import REPO_ROOT
 from .kill_hook import KILLED_EXIT_CODE
 
-CONFIG = REPO_ROOT / 'configs' / 'vit' / 'vit-t2_rope-mixed_fmnist-28.py'
+CONFIG = REPO_ROOT / 'configs' / 'vit' / 'vit-t4_rope-mixed_fmnist-28.py'
 # 64 images in batches of 16: 4 iterations per epoch, 2 epochs.
 OPTIONS = ['train_dataloader.dataset.subset=64', 'train_dataloader.batch_size=16', 'train_dataloader.num_workers=2',
            'val_dataloader.dataset.subset=40', 'train_cfg.max_epochs=2', 'randomness.deterministic=True',

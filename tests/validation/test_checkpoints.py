@@ -18,13 +18,6 @@ from vispe.registry import MODELS
 from ..conftest import REPO_ROOT
 from ..helpers import tiny_vit
 
-ZOO = REPO_ROOT / 'models'
-
-
-def zoo_checkpoint(name: str) -> Path:
-    return ZOO / name / f'{name}.pth'
-
-
 def model_from(config: str, **encoding) -> torch.nn.Module:
     cfg = Config.fromfile(str(REPO_ROOT / 'configs' / 'vit' / f'{config}.py'))
     if encoding:
@@ -32,21 +25,30 @@ def model_from(config: str, **encoding) -> torch.nn.Module:
     return MODELS.build(cfg.model)
 
 
-def test_a_checkpoint_of_another_encoding_is_refused() -> None:
+def sincos_run_checkpoint(path: Path) -> Path:
+    """best.pth as training writes it (WeightsCheckpointHook: weights and the encodings in the metadata) for the
+    SinCos2D config."""
+    model = model_from('vit-t4_sincos_fmnist-28')
+    torch.save({'state_dict': model.state_dict(), 'meta': {'epoch': 8, 'encodings': model_encodings(model)}}, path)
+    return path
+
+
+def test_a_checkpoint_of_another_encoding_is_refused(tmp_path: Path) -> None:
     """A SinCos2D run's weights fit a RoPEAxial model key for key (neither has parameters): before, they
     loaded and tools/test.py reported 10% top-1."""
-    rope = model_from('vit-t2_sincos_fmnist-28', type='RoPEAxial')
+    checkpoint = sincos_run_checkpoint(tmp_path / 'best.pth')
+    rope = model_from('vit-t4_sincos_fmnist-28', type='RoPEAxial')
     with pytest.raises(CheckpointMismatchError, match=r'trained with encoding SinCos2D, but the model has RoPEAxial.*'
                                                       r'check_encoding=False'):
-        vispe.load_checkpoint(rope, zoo_checkpoint('vit-t2_sincos_fmnist-28'))
-    vispe.load_checkpoint(rope, zoo_checkpoint('vit-t2_sincos_fmnist-28'), check_encoding=False)
-    vispe.load_checkpoint(model_from('vit-t2_sincos_fmnist-28'), zoo_checkpoint('vit-t2_sincos_fmnist-28'))
+        vispe.load_checkpoint(rope, checkpoint)
+    vispe.load_checkpoint(rope, checkpoint, check_encoding=False)
+    vispe.load_checkpoint(model_from('vit-t4_sincos_fmnist-28'), checkpoint)
 
 
-def test_test_tool_refuses_a_checkpoint_of_another_encoding() -> None:
+def test_test_tool_refuses_a_checkpoint_of_another_encoding(tmp_path: Path) -> None:
     argv = sys.argv
-    sys.argv = ['tools/test.py', str(REPO_ROOT / 'configs' / 'vit' / 'vit-t2_rope-axial_fmnist-28.py'),
-                str(zoo_checkpoint('vit-t2_sincos_fmnist-28'))]
+    sys.argv = ['tools/test.py', str(REPO_ROOT / 'configs' / 'vit' / 'vit-t4_rope-axial_fmnist-28.py'),
+                str(sincos_run_checkpoint(tmp_path / 'best.pth'))]
     try:
         with pytest.raises(CheckpointMismatchError, match='SinCos2D'):
             runpy.run_path(str(REPO_ROOT / 'tools' / 'test.py'), run_name='__main__')
@@ -101,11 +103,11 @@ def test_non_finite_weights_are_reported(tmp_path: Path) -> None:
 def test_a_work_dir_config_names_the_encoding_of_a_file_that_does_not(tmp_path: Path) -> None:
     """A best.pth of an older vispe holds only the epoch; the config dumped beside it in the work dir says
     which encoding it was trained with."""
-    cfg = Config.fromfile(str(REPO_ROOT / 'configs' / 'vit' / 'vit-t2_sincos_fmnist-28.py'))
-    cfg.dump(str(tmp_path / 'vit-t2_sincos_fmnist-28.py'))
+    cfg = Config.fromfile(str(REPO_ROOT / 'configs' / 'vit' / 'vit-t4_sincos_fmnist-28.py'))
+    cfg.dump(str(tmp_path / 'vit-t4_sincos_fmnist-28.py'))
     torch.save({'state_dict': MODELS.build(cfg.model).state_dict(), 'meta': {'epoch': 3}}, tmp_path / 'best.pth')
     with pytest.raises(CheckpointMismatchError, match='trained with encoding SinCos2D, but the model has RoPEAxial'):
-        vispe.load_checkpoint(model_from('vit-t2_sincos_fmnist-28', type='RoPEAxial'), tmp_path / 'best.pth')
+        vispe.load_checkpoint(model_from('vit-t4_sincos_fmnist-28', type='RoPEAxial'), tmp_path / 'best.pth')
 
 
 def test_arguments_of_the_wrong_kind_are_named() -> None:

@@ -62,7 +62,7 @@ def test_every_shipped_config_parses() -> None:
 def test_a_misspelt_key_of_a_runner_built_dataset_names_the_closest_argument(tmp_path: Path) -> None:
     """The Runner builds datasets through mmengine's root registry; named_unknown_types still names the key."""
     from vispe.engine import build_runner, named_unknown_types
-    cfg = load_config(REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py',
+    cfg = load_config(REPO_ROOT / 'configs' / 'vit' / 'vit-t4_ape_fmnist-28.py',
                       {'test_dataloader.dataset.image_sise': 56, 'log_level': 'WARNING'}, tmp_path)
     cfg.experiment_name = 'misspelt_dataset_key'
     with pytest.raises(TypeError, match=r"FashionMNIST has no argument 'image_sise' .*Did you mean 'image_size'"):

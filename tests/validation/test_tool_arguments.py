@@ -24,7 +24,7 @@ from ..conftest import REPO_ROOT
 from ..helpers import load_tool
 from ..test_eval_resolution import make_work_dir
 
-VIT_CONFIG = REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py'
+VIT_CONFIG = REPO_ROOT / 'configs' / 'vit' / 'vit-t4_ape_fmnist-28.py'
 DETR_CONFIG = REPO_ROOT / 'configs' / 'detr' / 'detr-r18_sine_fmnist-det.py'
 def files_under(root: Path) -> set[Path]:
     return {path for path in root.rglob('*') if path.is_file()}
@@ -103,7 +103,7 @@ CASES = {
         (['--test-subset', '-5'], ['argument --test-subset', "'-5'", 'at least 1']),
         (['--sizes', '28', '0'], ['argument --sizes', "'0'", 'at least 1']),
         (['--sizes', '28', '28'], ['--sizes 28 28', 'given more than once']),
-        (['--sizes', '28', '43'], ['--sizes 28 43: 43 not a multiple of the patch size 2', 'give multiples of 2']),
+        (['--sizes', '28', '42'], ['--sizes 28 42: 42 not a multiple of the patch size 4', 'give multiples of 4']),
         (['--encodings', 'ape', 'rope'], ["--encodings rope: No config for ['rope']", 'rope-mixed']),
         (['--image', '{tmp}/none.png'], ['--image', 'none.png', 'no such file']),
         (['--image', 'skimage:nothing'], ['--image skimage:nothing', "no image 'nothing'", 'skimage:astronaut']),
@@ -217,7 +217,7 @@ def refused_after_build(argv: list[str], out: Path, monkeypatch: pytest.MonkeyPa
     (['--layers', '0', '4'], "--layers 0 4: 4 outside the model's 4 attention layers; give indices from -4 to 3 "
                              '(negative ones count from the end).'),
     (['--layers', '-5'], "--layers -5: -5 outside the model's 4 attention layers"),
-    (['--query', '14,0'], '--query 14,0: the patch is outside the 14x14 training grid; give ROW from 0 to 13'),
+    (['--query', '7,0'], '--query 7,0: the patch is outside the 7x7 training grid; give ROW from 0 to 6'),
     (['--decoder-query', '0'], '--decoder-query 0: this model is a classifier and the option is for detectors'),
 ])
 def test_vis_attention_checks_the_classifier_before_any_image(extra, message, tmp_path, monkeypatch) -> None:
@@ -303,7 +303,7 @@ def test_train_refuses_a_work_dir_it_cannot_create(tmp_path: Path, capsys) -> No
     blocker.write_text('')
     train = load_tool('train')
     argv = sys.argv
-    sys.argv = ['train.py', str(REPO_ROOT / 'configs' / 'vit' / 'vit-t2_ape_fmnist-28.py'), '--work-dir',
+    sys.argv = ['train.py', str(REPO_ROOT / 'configs' / 'vit' / 'vit-t4_ape_fmnist-28.py'), '--work-dir',
                 str(blocker / 'run')]
     try:
         with pytest.raises(SystemExit) as info:

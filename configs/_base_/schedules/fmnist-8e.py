@@ -1,6 +1,6 @@
-# AdamW with linear warm-up (1 epoch) and cosine decay; no weight decay on biases, norms, prefix tokens and
-# position parameters (timm's rule, from each module's no_weight_decay()).
-max_epochs = 12
+# AdamW with linear warm-up (1 epoch) and cosine decay over 8 epochs of the 58k training images; no weight decay
+# on biases, norms, prefix tokens and position parameters (timm's rule, from each module's no_weight_decay()).
+max_epochs = 8
 optim_wrapper = dict(
     constructor='NoDecayOptimWrapperConstructor',
     optimizer=dict(type='AdamW', lr=2e-3, weight_decay=0.05, betas=(0.9, 0.999)),
