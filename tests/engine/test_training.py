@@ -3,6 +3,7 @@ trains a step); resume; test.py on best.pth."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,15 @@ def test_every_config_builds_and_takes_a_training_step() -> None:
 @pytest.mark.parametrize('config', one_config_per_family(), ids=lambda p: p.stem)
 def test_a_few_iterations_and_a_checkpoint_per_encoding_family(config, tmp_path) -> None:
     runner = small_runner(config, tmp_path)
-    runner.train()
+    messages: list[str] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = lambda record: messages.append(record.getMessage())
+    runner.logger.addHandler(handler)
+    try:
+        runner.train()
+    finally:
+        runner.logger.removeHandler(handler)
+    assert not [m for m in messages if 'FileClient' in m or 'HardDiskBackend' in m]
     assert (tmp_path / 'epoch_1.pth').is_file()
     best = torch.load(tmp_path / 'best.pth', weights_only=True)
     assert 'accuracy/top1' in best['meta']['metrics']

@@ -14,7 +14,7 @@ from mmengine.runner import Runner
 from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model, find_latest_checkpoint
 
 from vispe import registry, serialization
-from vispe.engine.hooks import RandomStateHook
+from vispe.engine.hooks import MMENGINE_SELF_DEPRECATIONS, RandomStateHook, dropped_log_records
 from vispe.registry import RUNNERS, UnknownTypeError, VispeRegistry, unknown_argument_error, unknown_type_message
 
 TRUST_FLAG = '--trust-checkpoint'
@@ -105,6 +105,7 @@ class VispeRunner(Runner):
       every checkpoint and keeps validation off the training's random stream; epoch-based training
       runs :class:`~vispe.engine.loops.EpochBasedTrainLoop`, which restores them and the position in
       the epoch. With deterministic kernels a resumed run equals an uninterrupted one.
+    - Saving does not log mmengine's deprecation warnings about its own FileClient.
     """
 
     trust_resume_file: bool = False
@@ -120,6 +121,12 @@ class VispeRunner(Runner):
         runner = super().from_cfg(cfg)
         runner.trust_resume_file = bool(cfg.get('trust_resume_file', False))
         return runner
+
+    def save_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        """mmengine's, without the FileClient deprecation warning that its own saving logs (it builds a
+        FileClient for every file even without file_client_args)."""
+        with dropped_log_records(MMENGINE_SELF_DEPRECATIONS):
+            super().save_checkpoint(*args, **kwargs)
 
     def build_train_loop(self, loop: Any) -> Any:
         """Epoch-based configs without a loop type get :class:`~vispe.engine.loops.EpochBasedTrainLoop`."""
