@@ -1,7 +1,7 @@
 """vispe's main job on a CPU: train small ViTs with several encodings on Fashion-MNIST at 28 px,
 evaluate them at larger sizes, print the extrapolation table and write the plot.
 
-    python tools/demo.py                       # what `make demo` runs (under 10 minutes on 2 cores)
+    python tools/demo.py                       # what `make demo` runs
     python tools/demo.py --encodings ape rope-mixed lookhere alibi2d --epochs 4 --sizes 28 44 56 84
 
 Each encoding is a config ``configs/vit/vit-t4_<name>_fmnist-28.py`` trained through mmengine's

@@ -117,11 +117,13 @@ def index_cell(results: dict, size: int) -> str:
 
 
 def update_index(zoo: Path) -> None:
+    """One table per set of test sizes in ``<zoo>/README.md``: cards with seeds (mean ± spread) first."""
     rows = []
     for card_path in sorted(zoo.glob('*/README.md')):
         results = json.loads((card_path.parent / 'results.json').read_text())
         sizes = results['sizes']
-        rows.append((card_path.parent.name, sizes, [index_cell(results, s) for s in sizes]))
+        rows.append((card_path.parent.name, tuple(sizes), 'top1_spread' in results,
+                     [index_cell(results, s) for s in sizes]))
     index = zoo / 'README.md'
     text = index.read_text()
     if INDEX_START not in text:
@@ -129,10 +131,13 @@ def update_index(zoo: Path) -> None:
     head, rest = text.split(INDEX_START, 1)
     _, tail = rest.split(INDEX_END, 1)
     lines = []
-    for sizes in sorted({tuple(r[1]) for r in rows}):
-        lines += ['| model | ' + ' | '.join(f'{s} px' for s in sizes) + ' |', '|---|' + '---|' * len(sizes)]
+    for sizes, seeded in sorted({(r[1], r[2]) for r in rows}, key=lambda key: (not key[1], key[0])):
+        if lines:
+            lines.append('')
+        lines.append('Mean ± spread (max − min) over the seeds of each card:' if seeded else 'One run per card:')
+        lines += ['', '| model | ' + ' | '.join(f'{s} px' for s in sizes) + ' |', '|---|' + '---|' * len(sizes)]
         lines += [f'| [{name}]({name}/README.md) | ' + ' | '.join(values) + ' |'
-                  for name, row_sizes, values in rows if tuple(row_sizes) == sizes]
+                  for name, row_sizes, row_seeded, values in rows if (row_sizes, row_seeded) == (sizes, seeded)]
     index.write_text(f'{head}{INDEX_START}\n' + '\n'.join(lines) + f'\n{INDEX_END}{tail}')
 
 
