@@ -36,7 +36,7 @@ def test_list_encodings_table() -> None:
     assert ape.hooks == ('embed',) and ape.family == 'absolute'
     text = str(table)
     assert text.splitlines()[0].split() == ['name', 'family', 'hooks', 'needs', 'options', 'paper']
-    assert "| `SinCos2D` | absolute | embed | grid | temperature=10000.0 |" in table.markdown()
+    assert "| `SinCos2D` | absolute | embed | grid | temperature=10000.0, resize='extend' (test-time) |" in table.markdown()
 
 
 def test_unknown_encoding_names_closest_and_lists_registered() -> None:
