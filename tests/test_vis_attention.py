@@ -46,7 +46,7 @@ def test_tool_writes_a_figure(repo_root, tmp_path) -> None:
     out = tmp_path / 'attention.png'
     result = subprocess.run([sys.executable, str(repo_root / 'tools' / 'vis_attention.py'), str(next(run.glob('*.py'))),
                              str(run / 'best.pth'), '--image', 'fmnist:3', '--sizes', '28', '56', '--heads', 'all',
-                             '--query', '7,7', '--out', str(out)], capture_output=True, text=True, timeout=600)
+                             '--query', '3,3', '--out', str(out)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert out.read_bytes()[:4] == b'\x89PNG'
     rollout = subprocess.run([sys.executable, str(repo_root / 'tools' / 'vis_attention.py'),

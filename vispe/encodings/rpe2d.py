@@ -130,14 +130,32 @@ class RPE2D(PositionEncoding):
         self.check_grid(grid_size)
         return torch.arange(grid_size[0]), torch.arange(grid_size[1])
 
+    def expected_positions_per_image(self, sizes: torch.Tensor, grid_size: Sequence[int]) -> torch.Tensor:
+        """(B, h·w, 2) expected positions of a padded batch: each image's for its real grid ``sizes`` (B, 2) in its
+        top-left cells, so that it sees what it sees alone; padding cells continue the spacing (clamped)."""
+        self.check_grid(grid_size)
+        steps = [torch.arange(1, n + 1, dtype=torch.float64) for n in grid_size]
+        rows, cols = ((step * (limit + 1) / (real.double()[:, None].cpu() + 1) - 1).clamp(max=limit - 1).float()
+                      for step, limit, real in zip(steps, self.max_grid, sizes.unbind(1)))
+        if isinstance(self.base, LearnedAPE):
+            rows, cols = rows.round(), cols.round()
+        height, width = grid_size
+        grid = torch.stack([rows[:, :, None].expand(-1, -1, width), cols[:, None, :].expand(-1, height, -1)], dim=-1)
+        return grid.reshape(len(sizes), height * width, 2)
+
     def positions_for_base(self, pos: Positions) -> Positions:
         """The positions the base encoding sees in this forward (built once per forward)."""
         def build() -> Positions:
             if not pos.has_default_coords:
                 return pos
-            rows, cols = self.rows_and_cols(pos.grid_size)
-            grid = torch.stack(torch.meshgrid(rows.float(), cols.float(), indexing='ij'), dim=-1)
-            return dataclasses.replace(pos, coords=grid.reshape(-1, 2).to(pos.device), _memo={})
+            sizes = pos.real_grid_sizes()
+            if (not self.training and self._fixed is None and self.eval_positions == 'expected' and sizes is not None
+                    and bool((sizes != sizes.new_tensor(pos.grid_size)).any())):
+                coords = self.expected_positions_per_image(sizes, pos.grid_size)
+            else:
+                rows, cols = self.rows_and_cols(pos.grid_size)
+                coords = torch.stack(torch.meshgrid(rows.float(), cols.float(), indexing='ij'), dim=-1).reshape(-1, 2)
+            return dataclasses.replace(pos, coords=coords.to(pos.device), _memo={})
         return pos.memo(('rpe2d', id(self)), build)
 
     def prepare(self, pos: Positions) -> None:
