@@ -95,11 +95,15 @@ class RPE2D(PositionEncoding):
         """The expected sorted draw: index i of n out of N at ``(i + 1)·(N + 1)/(n + 1) − 1`` (the mean of the
         (i+1)-th order statistic of n distinct values from 0…N−1), rounded for a table-reading base."""
         self.check_grid(grid_size)
-        rows, cols = ((torch.arange(1, n + 1, dtype=torch.float64) * (limit + 1) / (n + 1) - 1).float()
-                      for n, limit in zip(grid_size, self.max_grid))
-        if isinstance(self.base, LearnedAPE):
-            rows, cols = rows.round(), cols.round()
+        rows, cols = (self.expected_axis(n, torch.tensor([n]), limit)[0] for n, limit in zip(grid_size, self.max_grid))
         return rows, cols
+
+    def expected_axis(self, cells: int, real: torch.Tensor, limit: int) -> torch.Tensor:
+        """(B, cells) expected positions along one axis of ``limit`` for B images with ``real`` (B,) cells each;
+        cells past an image's real extent continue its spacing, clamped to the range."""
+        steps = torch.arange(1, cells + 1, dtype=torch.float64)
+        positions = (steps * (limit + 1) / (real.double()[:, None].cpu() + 1) - 1).clamp(max=limit - 1).float()
+        return positions.round() if isinstance(self.base, LearnedAPE) else positions
 
     def check_grid(self, grid_size: Sequence[int]) -> None:
         if grid_size[0] > self.max_grid[0] or grid_size[1] > self.max_grid[1]:
@@ -134,11 +138,8 @@ class RPE2D(PositionEncoding):
         """(B, h·w, 2) expected positions of a padded batch: each image's for its real grid ``sizes`` (B, 2) in its
         top-left cells, so that it sees what it sees alone; padding cells continue the spacing (clamped)."""
         self.check_grid(grid_size)
-        steps = [torch.arange(1, n + 1, dtype=torch.float64) for n in grid_size]
-        rows, cols = ((step * (limit + 1) / (real.double()[:, None].cpu() + 1) - 1).clamp(max=limit - 1).float()
-                      for step, limit, real in zip(steps, self.max_grid, sizes.unbind(1)))
-        if isinstance(self.base, LearnedAPE):
-            rows, cols = rows.round(), cols.round()
+        rows, cols = (self.expected_axis(n, real, limit)
+                      for n, limit, real in zip(grid_size, self.max_grid, sizes.unbind(1)))
         height, width = grid_size
         grid = torch.stack([rows[:, :, None].expand(-1, -1, width), cols[:, None, :].expand(-1, height, -1)], dim=-1)
         return grid.reshape(len(sizes), height * width, 2)
