@@ -13,7 +13,7 @@ demo: setup
 	$(PYTHON) tools/demo.py
 
 test: setup
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -n auto
 
 test-fast: setup
-	$(PYTHON) -m pytest -m "not slow"
+	$(PYTHON) -m pytest -n auto -m "not slow"

@@ -62,20 +62,15 @@ def split(key: str) -> tuple[str, str]:
 
 @functools.lru_cache(maxsize=None)
 def rebuilt(case_id: str) -> dict[str, Any]:
-    """Every value of one case, computed now from its stored config with the recipe (once per session), on one
-    thread: the models are tiny, and a second thread only waits on a busy machine."""
+    """Every value of one case, computed now from its stored config with the recipe (once per session; the
+    tests run on one thread, see conftest.py)."""
     cfg = RECIPE.config_from_json(FROZEN[f'{case_id}/config'])
     if isinstance(cfg, dict):
         cfg = {**CHANGED_DEFAULTS.get(cfg['type'], {}), **cfg}
     frozen_state = None
     if f'{case_id}/state' in FROZEN:
         frozen_state = (FROZEN[f'{case_id}/state_layout'], FROZEN[f'{case_id}/state'])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return RECIPE.compute_case(case_id, cfg, frozen_state)
-    finally:
-        torch.set_num_threads(threads)
+    return RECIPE.compute_case(case_id, cfg, frozen_state)
 
 
 def test_frozen_file_covers_every_case() -> None:
