@@ -33,16 +33,17 @@ def test_card_from_tool_outputs(repo_root, tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_seed_group_makes_one_card_with_mean_and_spread(repo_root, tmp_path) -> None:
+def test_seed_group_makes_one_card_with_mean_spread_and_tuned_rows(repo_root, tmp_path) -> None:
     runs = [make_work_dir(tmp_path, 'ape', seed) for seed in (0, 1)]
     out = tmp_path / 'eval'
     evaluated = subprocess.run([sys.executable, str(repo_root / 'tools' / 'eval_resolution.py'), *map(str, runs),
-                                '--sizes', '28', '56', '--subset', '20', '--group-seeds', '--out', str(out)],
+                                '--sizes', '28', '56', '--subset', '20', '--group-seeds', '--tune', '--tune-subset',
+                                '20', '--out', str(out)],
                                capture_output=True, text=True, timeout=600)
     assert evaluated.returncode == 0, evaluated.stderr
     report = json.loads(out.with_suffix('.json').read_text())
-    per_run = [run['results']['56']['top1'] for run in report['runs']]
-    group, = report['seed_groups']
+    per_run = [run['results']['56']['top1'] for run in report['runs'] if 'tuned_from' not in run]
+    group, tuned_group = report['seed_groups']
     assert group['members'] == ['ape_s0', 'ape_s1'] and group['seeds'] == [0, 1]
     assert group['results']['56']['mean']['top1'] == pytest.approx(sum(per_run) / 2)
     assert group['results']['56']['spread']['top1'] == pytest.approx(max(per_run) - min(per_run))
@@ -64,3 +65,13 @@ def test_seed_group_makes_one_card_with_mean_and_spread(repo_root, tmp_path) -> 
     assert f'{mean:.2f} ± {spread:.2f}' in card
     assert '| [ape](ape/README.md) | ' in (zoo / 'README.md').read_text()
     assert f'{mean:.2f} ± {spread:.2f} |' in (zoo / 'README.md').read_text()
+    tuned_mean = tuned_group['results']['56']['mean']['top1']
+    tuned_spread = tuned_group['results']['56']['spread']['top1']
+    assert '| ape+tuned_s1 | ' in card and '| tuned: mean ± spread | ' in card
+    chosen = [report['tuning']['ape_s0'][size]['options']['backbone.encoding.interpolation'] for size in ('28', '56')]
+    assert f'| ape_s0 | interpolation={chosen[0]} | interpolation={chosen[1]} |' in card
+    results = json.loads((zoo / 'ape' / 'results.json').read_text())
+    assert results['tuned']['top1']['56'] == pytest.approx(tuned_mean)
+    assert results['tuned']['options']['ape_s0']['56'] == {'backbone.encoding.interpolation': chosen[1]}
+    assert '| [ape](ape/README.md) +tuned | ' in (zoo / 'README.md').read_text()
+    assert f'{tuned_mean:.2f} ± {tuned_spread:.2f} |' in (zoo / 'README.md').read_text()

@@ -22,6 +22,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 from mmengine.config import Config
@@ -106,8 +107,43 @@ def card(name: str, members: list[tuple[Path, dict]], group: dict | None, report
         lines.append(f'| mean ± spread ({group["spread"]}) | ' + ' | '.join(
             f'{group["results"][str(s)]["mean"]["top1"]:.2f} ± {group["results"][str(s)]["spread"]["top1"]:.2f}'
             for s in sizes) + ' |')
+    tuned = tuned_runs(members, report)
+    if tuned:
+        lines += [f'| {run["label"]} | ' + ' | '.join(f'{run["results"][str(s)]["top1"]:.2f}' for s in sizes) + ' |'
+                  for run in tuned]
+        tuned_group = tuned_seed_group(group, report)
+        if tuned_group is not None:
+            lines.append('| tuned: mean ± spread | ' + ' | '.join(
+                f'{tuned_group["results"][str(s)]["mean"]["top1"]:.2f} ± '
+                f'{tuned_group["results"][str(s)]["spread"]["top1"]:.2f}' for s in sizes) + ' |')
+        lines += ['', '`+tuned` rows: the test-time options that `--tune` chose per size on held-out validation '
+                  'images (never the test set), then measured on the test subset:', '',
+                  '| model | ' + ' | '.join(str(s) for s in sizes) + ' |', '|---|' + '---|' * len(sizes)]
+        lines += [f'| {run["tuned_from"]} | ' + ' | '.join(
+            chosen_options(report['tuning'][run['tuned_from']][str(s)]['options']) for s in sizes) + ' |'
+            for run in tuned]
     lines += ['', 'Measured with:', '', '```bash', report['command'], '```', '']
     return '\n'.join(lines)
+
+
+def tuned_runs(members: list[tuple[Path, dict]], report: dict) -> list[dict]:
+    """The ``+tuned`` rows that ``eval_resolution.py --tune`` wrote for these runs, in the members' order."""
+    tuned = {run['tuned_from']: run for run in report['runs'] if 'tuned_from' in run}
+    return [tuned[run['label']] for _, run in members if run['label'] in tuned]
+
+
+def tuned_seed_group(group: dict | None, report: dict) -> dict | None:
+    """The seed group of the ``+tuned`` rows of a seed group (``<name>+tuned_s<seed>``), if evaluated."""
+    if group is None:
+        return None
+    return next((g for g in report.get('seed_groups', []) if g['label'] == f'{group["label"]}+tuned'), None)
+
+
+def chosen_options(options: dict[str, Any]) -> str:
+    """``theta=50, position_scale=0.667`` from ``{'backbone.encoding.theta': 50.0, ...}``."""
+    def value(v: Any) -> str:
+        return f'{v:.3g}' if isinstance(v, float) else str(v)
+    return ', '.join(f'{name.rsplit(".", 1)[-1]}={value(v)}' for name, v in options.items()) or '—'
 
 
 def index_cell(results: dict, size: int) -> str:
@@ -116,14 +152,42 @@ def index_cell(results: dict, size: int) -> str:
     return f'{top1} ± {spread[str(size)]:.2f}' if spread else top1
 
 
+def card_results(members: list[tuple[Path, dict]], group: dict | None, report: dict) -> dict:
+    """``results.json`` of a card: top-1 (mean and spread for a seed group) per size, and the same for its
+    ``+tuned`` rows when the report has them."""
+    def summary(group: dict | None, runs: list[dict]) -> dict:
+        if group is not None:
+            return dict(top1={k: v['mean']['top1'] for k, v in group['results'].items()},
+                        top1_spread={k: v['spread']['top1'] for k, v in group['results'].items()},
+                        top5={k: v['mean']['top5'] for k, v in group['results'].items()})
+        return dict(top1={k: v['top1'] for k, v in runs[0]['results'].items()},
+                    top5={k: v['top5'] for k, v in runs[0]['results'].items()})
+    results = dict(sizes=report['sizes'], **summary(group, [run for _, run in members]))
+    tuned = tuned_runs(members, report)
+    if tuned:
+        results['tuned'] = summary(tuned_seed_group(group, report), tuned)
+        results['tuned']['options'] = {run['tuned_from']: {size: choice['options'] for size, choice in
+                                                           report['tuning'][run['tuned_from']].items()}
+                                       for run in tuned}
+    results.update(command=report['command'], dataset=members[0][1]['dataset'],
+                   seeds={work_dir.name: dict(top1={k: v['top1'] for k, v in run['results'].items()},
+                                              checkpoint_sha256=run['checkpoint_sha256'])
+                          for work_dir, run in members})
+    return results
+
+
 def update_index(zoo: Path) -> None:
     """One table per set of test sizes in ``<zoo>/README.md``: cards with seeds (mean ± spread) first."""
     rows = []
     for card_path in sorted(zoo.glob('*/README.md')):
         results = json.loads((card_path.parent / 'results.json').read_text())
         sizes = results['sizes']
-        rows.append((card_path.parent.name, tuple(sizes), 'top1_spread' in results,
+        name = card_path.parent.name
+        rows.append((f'[{name}]({name}/README.md)', tuple(sizes), 'top1_spread' in results,
                      [index_cell(results, s) for s in sizes]))
+        if 'tuned' in results:
+            rows.append((f'[{name}]({name}/README.md) +tuned', tuple(sizes), 'top1_spread' in results,
+                         [index_cell(results['tuned'], s) for s in sizes]))
     index = zoo / 'README.md'
     text = index.read_text()
     if INDEX_START not in text:
@@ -136,7 +200,7 @@ def update_index(zoo: Path) -> None:
             lines.append('')
         lines.append('Mean ± spread (max − min) over the seeds of each card:' if seeded else 'One run per card:')
         lines += ['', '| model | ' + ' | '.join(f'{s} px' for s in sizes) + ' |', '|---|' + '---|' * len(sizes)]
-        lines += [f'| [{name}]({name}/README.md) | ' + ' | '.join(values) + ' |'
+        lines += [f'| {name} | ' + ' | '.join(values) + ' |'
                   for name, row_sizes, row_seeded, values in rows if (row_sizes, row_seeded) == (sizes, seeded)]
     index.write_text(f'{head}{INDEX_START}\n' + '\n'.join(lines) + f'\n{INDEX_END}{tail}')
 
@@ -182,20 +246,7 @@ def main() -> int:
             for work_dir, _ in members:
                 shutil.copy(work_dir / 'best.pth', folder / f'{work_dir.name}.pth')
         (folder / 'README.md').write_text(card(name, members, group, report, kept))
-        results = dict(sizes=report['sizes'])
-        if group is not None:
-            results.update(top1={k: v['mean']['top1'] for k, v in group['results'].items()},
-                           top1_spread={k: v['spread']['top1'] for k, v in group['results'].items()},
-                           top5={k: v['mean']['top5'] for k, v in group['results'].items()})
-        else:
-            run = members[0][1]
-            results.update(top1={k: v['top1'] for k, v in run['results'].items()},
-                           top5={k: v['top5'] for k, v in run['results'].items()})
-        results.update(command=report['command'], dataset=members[0][1]['dataset'],
-                       seeds={work_dir.name: dict(top1={k: v['top1'] for k, v in run['results'].items()},
-                                                  checkpoint_sha256=run['checkpoint_sha256'])
-                              for work_dir, run in members})
-        (folder / 'results.json').write_text(json.dumps(results, indent=1))
+        (folder / 'results.json').write_text(json.dumps(card_results(members, group, report), indent=1))
         print(f'wrote {folder}')
     update_index(args.zoo)
     return 0
