@@ -58,6 +58,25 @@ def test_every_config_builds_and_takes_a_training_step() -> None:
         assert all(p.grad is not None for p in model.parameters() if p.requires_grad), config.stem
 
 
+def test_runner_initialisation_keeps_the_weights_the_model_was_built_with() -> None:
+    """mmengine's Runner calls ``model.init_weights()`` before training; it used to re-run timm's ViT init over
+    the whole model, so FourierFeatures' W_r trained from std 0.02 whatever its gamma, and head_bias_init was
+    zeroed."""
+    for config in CONFIGS:
+        torch.manual_seed(0)
+        model = MODELS.build(load_config(config).model)
+        built = {name: value.clone() for name, value in model.state_dict().items()}
+        model.init_weights()
+        for name, value in model.state_dict().items():
+            assert torch.equal(value, built[name]), f'{config.stem}: {name}'
+    fourier = MODELS.build(load_config(REPO_ROOT / 'configs' / 'vit' / 'vit-t4_fourier_fmnist-28.py').model)
+    fourier.init_weights()
+    assert fourier.backbone.encoding.freqs.weight.std() > 0.05  # std 1/gamma = 0.1, not timm's 0.02
+    biased = MODELS.build(dict(load_config(CONFIGS[0]).model, head_bias_init=-6.9))
+    biased.init_weights()
+    assert torch.all(biased.backbone.get_classifier().bias == -6.9)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('config', one_config_per_family(), ids=lambda p: p.stem)
 def test_a_few_iterations_and_a_checkpoint_per_encoding_family(config, tmp_path) -> None:

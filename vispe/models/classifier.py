@@ -5,7 +5,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from mmengine.model import BaseModel
+from mmengine.model import BaseModel, initialize
 from timm.data import Mixup
 
 from vispe.registry import MODELS
@@ -39,6 +39,20 @@ class ImageClassifier(BaseModel):
         self.mixup = Mixup(**batch_augment) if batch_augment else None
         if head_bias_init is not None:
             torch.nn.init.constant_(self.backbone.get_classifier().bias, head_bias_init)
+
+    def init_weights(self) -> None:
+        """Keep the weights the model was built with; apply ``init_cfg`` if one is given.
+
+        The backbone is initialised when it is built: timm's ViT init (or pretrained weights), then each
+        encoding's own init as its paper has it, then ``head_bias_init``. mmengine's Runner calls
+        ``init_weights()`` before training, and mmengine's default would call timm's
+        ``VisionTransformer.init_weights`` again, which re-draws every ``nn.Linear`` in the model, the
+        encodings' too (FourierFeatures' W_r got std 0.02 whatever its gamma), re-draws pretrained weights and
+        zeroes the head bias.
+        """
+        if self.init_cfg:
+            initialize(self, self.init_cfg)
+        self._is_init = True
 
     @staticmethod
     def check_labels(label: torch.Tensor, batch_size: int, num_classes: int) -> None:
