@@ -8,7 +8,7 @@ default_hooks = dict(
         rule='greater',
         save_best='accuracy/top1',
         type='CheckpointHook'),
-    logger=dict(interval=100000, type='LoggerHook'),
+    logger=dict(interval=20, type='LoggerHook'),
     param_scheduler=dict(type='ParamSchedulerHook'),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     timer=dict(type='IterTimerHook'))
@@ -19,24 +19,24 @@ env_cfg = dict(
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0))
 launcher = 'none'
 load_from = None
-log_level = 'WARNING'
+log_level = 'INFO'
 log_processor = dict(by_epoch=True, window_size=20)
-max_epochs = 12
+max_epochs = 8
 model = dict(
     backbone=dict(
         depth=4,
-        drop_path_rate=0.05,
+        drop_path_rate=0.0,
         embed_dim=64,
-        encoding=dict(type='RoPEMixed'),
+        encoding=dict(type='ALiBi2D'),
         img_size=28,
         in_chans=1,
         mlp_ratio=2.0,
         model_name='vit_tiny_patch16_224',
         num_classes=10,
         num_heads=4,
-        patch_size=2,
+        patch_size=4,
         type='TimmViT'),
-    label_smoothing=0.1,
+    label_smoothing=0.0,
     type='ImageClassifier')
 model_wrapper_cfg = dict(
     broadcast_buffers=False, type='vispe.AnyDeviceDistributedDataParallel')
@@ -60,12 +60,13 @@ param_scheduler = [
         begin=1,
         by_epoch=True,
         convert_to_iter_based=True,
-        end=12,
+        end=8,
         eta_min=1e-05,
         type='CosineAnnealingLR'),
 ]
 randomness = dict(deterministic=False, seed=0)
 resume = False
+runner_type = 'vispe.VispeRunner'
 test_cfg = dict()
 test_dataloader = dict(
     batch_size=256,
@@ -73,7 +74,7 @@ test_dataloader = dict(
     dataset=dict(
         image_size=28,
         split='test',
-        subset=2000,
+        subset=None,
         subset_seed=0,
         type='FashionMNIST'),
     num_workers=0,
@@ -83,18 +84,18 @@ test_evaluator = dict(
         1,
         5,
     ), type='Accuracy')
-train_cfg = dict(by_epoch=True, max_epochs=12, val_interval=1)
+train_cfg = dict(by_epoch=True, max_epochs=8, val_interval=1)
 train_dataloader = dict(
     batch_size=128,
     collate_fn=dict(type='default_collate'),
     dataset=dict(
         crop_scale=(
-            0.35,
+            0.8,
             1.0,
         ),
         image_size=28,
-        split='train',
-        subset=10000,
+        split='train-minus-minival',
+        subset=None,
         subset_seed=0,
         train_augment=True,
         type='FashionMNIST'),
@@ -106,8 +107,8 @@ val_dataloader = dict(
     collate_fn=dict(type='default_collate'),
     dataset=dict(
         image_size=28,
-        split='test',
-        subset=2000,
+        split='minival',
+        subset=None,
         subset_seed=0,
         type='FashionMNIST'),
     num_workers=0,
@@ -117,4 +118,4 @@ val_evaluator = dict(
         1,
         5,
     ), type='Accuracy')
-work_dir = 'work_dirs/full/vit-t2_rope-mixed_fmnist-28'
+work_dir = 'work_dirs/zoo/vit-t4_alibi2d_fmnist-28_s0'
