@@ -30,13 +30,39 @@ def test_converter_writes_coco_with_tight_boxes_on_real_items(fmnist_det) -> Non
 
 
 def test_converter_is_seeded(fmnist_det, tmp_path) -> None:
-    conftest.fmnist_detection.main(['--out', str(tmp_path), '--train', '24', '--val', '8', '--canvas', '64',
-                                    '--min-side', '20', '--max-side', '32', '--seed', '0'])
-    for split in ('train', 'val'):
+    conftest.fmnist_detection.main(['--out', str(tmp_path), '--train', '24', '--minival', '8', '--val', '8',
+                                    '--canvas', '64', '--min-side', '20', '--max-side', '32', '--seed', '0'])
+    for split in ('train', 'minival', 'val'):
         ours = json.loads((tmp_path / 'annotations' / f'{split}.json').read_text())
         theirs = json.loads((fmnist_det / 'annotations' / f'{split}.json').read_text())
         assert ours['annotations'] == theirs['annotations']
     assert (tmp_path / 'train' / '000003.png').read_bytes() == (fmnist_det / 'train' / '000003.png').read_bytes()
+
+
+def test_converter_takes_each_split_from_its_own_fashion_mnist_images(tmp_path, monkeypatch) -> None:
+    sources = []
+    read_split = conftest.fmnist_detection.read_split
+
+    def recording(root, split):
+        sources.append(split)
+        return read_split(root, split)
+
+    monkeypatch.setattr(conftest.fmnist_detection, 'read_split', recording)
+    conftest.fmnist_detection.main(['--out', str(tmp_path), '--train', '2', '--minival', '3', '--val', '4'])
+    assert sources == ['train-minus-minival', 'minival', 'test']
+    counts = {split: len(json.loads((tmp_path / 'annotations' / f'{split}.json').read_text())['images'])
+              for split in ('train', 'minival', 'val')}
+    assert counts == {'train': 2, 'minival': 3, 'val': 4}
+
+
+def test_detection_configs_choose_checkpoints_on_minival_and_report_on_val() -> None:
+    from mmengine.config import Config
+
+    cfg = Config.fromfile(str(conftest.REPO_ROOT / 'configs' / 'detr' / 'detr-r18_sine_fmnist-det.py'))
+    assert cfg.val_dataloader.dataset.ann_file.endswith('annotations/minival.json')
+    assert cfg.val_evaluator.ann_file == cfg.val_dataloader.dataset.ann_file
+    assert cfg.test_dataloader.dataset.ann_file.endswith('annotations/val.json')
+    assert cfg.test_evaluator.ann_file == cfg.test_dataloader.dataset.ann_file
 
 
 def test_resize_rule_is_detrs() -> None:

@@ -28,16 +28,20 @@ def trained_detector(fmnist_det, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_eval_resolution_gives_map_per_size(trained_detector, tmp_path) -> None:
+def test_eval_resolution_gives_map_per_size_and_tunes_on_minival(trained_detector, tmp_path) -> None:
     work_dir, _ = trained_detector
     out = tmp_path / 'detr'
     result = subprocess.run([sys.executable, str(REPO_ROOT / 'tools' / 'eval_resolution.py'), str(work_dir),
-                             '--sizes', '64', '96', '--out', str(out)], capture_output=True, text=True, timeout=600)
+                             '--sizes', '64', '96', '--tune', '--out', str(out)], capture_output=True, text=True,
+                            timeout=600)
     assert result.returncode == 0, result.stderr
     assert 'model (bbox_mAP)' in result.stdout
     report = json.loads(out.with_suffix('.json').read_text())
-    results = report['runs'][0]['results']
-    assert set(results) == {'64', '96'} and all(0 <= r['bbox_mAP'] <= 1 for r in results.values())
+    assert [run['label'] for run in report['runs']] == [work_dir.name, f'{work_dir.name}+tuned']
+    for run in report['runs']:
+        assert set(run['results']) == {'64', '96'} and all(0 <= r['bbox_mAP'] <= 1 for r in run['results'].values())
+    tuning = report['tuning'][work_dir.name]['96']
+    assert tuning['held_out_set']['ann_file'].endswith('minival.json')
     assert out.with_suffix('.csv').read_text().startswith('model,size,bbox_mAP,')
     assert out.with_suffix('.png').is_file()
 

@@ -7,11 +7,13 @@ Each canvas (``--canvas`` px square, black) receives ``--min-objects``..``--max-
 is a 28×28 Fashion-MNIST image resized to a side drawn uniformly in ``[--min-side, --max-side]`` px and
 placed at a uniform position, rejected (and redrawn, up to 50 times) when its box overlaps an earlier
 one with IoU above ``--max-iou``; pixels combine by maximum. The box is the tight box of the item's
-pixels brighter than ``--threshold`` (Fashion-MNIST items do not fill their 28×28 square). Train canvases
-use items of the Fashion-MNIST train split, val canvases items of the test split, so no item is shared.
+pixels brighter than ``--threshold`` (Fashion-MNIST items do not fill their 28×28 square). Three splits share no
+item: ``train`` canvases use the Fashion-MNIST training images outside its ``minival`` (vispe's 2000 held-out
+training images), ``minival`` canvases those 2000 images (for choosing checkpoints and test-time options, never the
+test set), and ``val`` canvases the test images (the set results are reported on, as COCO reports on val2017).
 
-Writes ``<out>/{train,val}/NNNNNN.png`` (grey) and ``<out>/annotations/{train,val}.json`` with the ten
-Fashion-MNIST classes as categories 1..10 and, in ``info``, the command and arguments.
+Writes ``<out>/{train,minival,val}/NNNNNN.png`` (grey) and ``<out>/annotations/{train,minival,val}.json`` with the
+ten Fashion-MNIST classes as categories 1..10 and, in ``info``, the command and arguments.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from vispe.datasets.fashion_mnist import CLASSES, default_root, read_idx  # noqa: E402
+from vispe.datasets.fashion_mnist import CLASSES, default_root, read_split  # noqa: E402
 from vispe.engine.arguments import (InvalidArgument, existing_folder, non_negative_int, positive_int,  # noqa: E402
                                     reported_by, unit_fraction, writable_folder)
 
@@ -41,7 +43,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--out', type=Path, default=REPO / 'datasets' / 'fmnist-det')
     parser.add_argument('--root', type=Path, default=None, help='Fashion-MNIST IDX folder (default: vispe\'s)')
     parser.add_argument('--train', type=positive_int, default=6000, help='number of training canvases')
-    parser.add_argument('--val', type=positive_int, default=500, help='number of validation canvases')
+    parser.add_argument('--minival', type=positive_int, default=500,
+                        help='number of held-out canvases of training items (checkpoint choice, --tune)')
+    parser.add_argument('--val', type=positive_int, default=500, help='number of test canvases (of test items)')
     parser.add_argument('--canvas', type=positive_int, default=64)
     parser.add_argument('--min-objects', type=positive_int, default=1)
     parser.add_argument('--max-objects', type=positive_int, default=3)
@@ -130,8 +134,9 @@ def main(argv: list[str] | None = None) -> int:
                 command=' '.join(['python', 'tools/dataset_converters/fmnist_detection.py',
                                   *(argv if argv is not None else sys.argv[1:])]),
                 arguments={k: str(v) for k, v in vars(args).items()})
-    for split, source, count in (('train', 'train', args.train), ('val', 'test', args.val)):
-        images, labels = read_idx(root, source)
+    for split, source, count in (('train', 'train-minus-minival', args.train), ('minival', 'minival', args.minival),
+                                 ('val', 'test', args.val)):
+        images, labels = read_split(root, source)
         coco = make_split(split, count, images, labels, args, rng)
         coco['info'] = info
         path = args.out / 'annotations' / f'{split}.json'

@@ -54,6 +54,19 @@ def read_idx(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     return images.reshape(-1, 28, 28), labels
 
 
+def read_split(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """(images (N, 28, 28) uint8, labels (N,) uint8) of one of :data:`SPLITS`: 'train', 'test', or the held-out
+    division of the training file ('minival', 'train-minus-minival'), the same images for every caller."""
+    check_choice('read_split', 'split', split, SPLITS)
+    images, labels = read_idx(root, 'test' if split == 'test' else 'train')
+    if split in ('minival', 'train-minus-minival'):
+        minival = np.zeros(len(labels), dtype=bool)
+        minival[balanced_subset(labels, MINIVAL_SIZE, seed=0)] = True
+        keep = np.flatnonzero(minival if split == 'minival' else ~minival)
+        images, labels = images[keep], labels[keep]
+    return images, labels
+
+
 @DATASETS.register_module()
 class FashionMNIST(Dataset):
     """Fashion-MNIST (Xiao et al., 2017): 60k train / 10k test grey 28×28 images, 10 classes.
@@ -93,12 +106,7 @@ class FashionMNIST(Dataset):
                                                   crop_scale=crop_scale, eval_mode=eval_mode, mean=(0.2860,),
                                                   std=(0.3530,))
         self.root = Path(root) if root is not None else default_root()
-        images, labels = read_idx(self.root, 'test' if split == 'test' else 'train')
-        if split in ('minival', 'train-minus-minival'):
-            minival = np.zeros(len(labels), dtype=bool)
-            minival[balanced_subset(labels, MINIVAL_SIZE, seed=0)] = True
-            keep = np.flatnonzero(minival if split == 'minival' else ~minival)
-            images, labels = images[keep], labels[keep]
+        images, labels = read_split(self.root, split)
         if subset is not None:
             keep = balanced_subset(labels, subset, subset_seed)
             images, labels = images[keep], labels[keep]
