@@ -287,7 +287,7 @@ def tune_at_size(model: torch.nn.Module, cfg: Config, knobs: list[Knob], size: i
 
     def score() -> float:
         torch.manual_seed(0)
-        results = evaluate(model, cfg, dataset, batch_size, quiet)
+        results = evaluate(model, cfg, dataset, batch_size, quiet, metric=METRICS.build(cfg.val_evaluator))
         return results[next(iter(results))]
 
     values, best, built, tried = coordinate_search(knobs, score)

@@ -64,3 +64,10 @@ def test_only_evaluated_images_count_and_empty_is_zero(tmp_path) -> None:
     write_ground_truth(ann_file)
     assert metric_on(ann_file, [prediction(2, [[50, 20, 80, 80]], [0.8], [1])])['bbox_mAP'] == pytest.approx(1.0)
     assert metric_on(ann_file, [prediction(1, [], [], [])])['bbox_mAP'] == 0.0
+
+
+def test_image_of_another_split_is_an_error_naming_the_file(tmp_path) -> None:
+    ann_file = tmp_path / 'gt.json'
+    write_ground_truth(ann_file)
+    with pytest.raises(ValueError, match=r"image id 5 is not in .*gt\.json.*ann_file"):
+        metric_on(ann_file, [prediction(5, [[50, 20, 80, 80]], [0.8], [1])])

@@ -46,6 +46,10 @@ class CocoMetric(BaseMetric):
 
     def process(self, data_batch: Any, data_samples: Sequence[dict]) -> None:
         for prediction in data_samples:
+            if int(prediction['image_id']) not in self.coco.imgs:
+                raise ValueError(f"CocoMetric: image id {int(prediction['image_id'])} is not in {self.ann_file}; the "
+                                 'metric scores against the annotations of another split than the data it was '
+                                 "given: point the evaluator's ann_file at the dataloader's ann_file.")
             scores = prediction['scores'].detach().float().cpu().numpy()
             order = np.argsort(-scores, kind='stable')[:self.max_dets]
             boxes = prediction['boxes'].detach().float().cpu().numpy().reshape(-1, 4)[order]
