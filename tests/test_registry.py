@@ -43,9 +43,9 @@ def test_unknown_encoding_names_closest_and_lists_registered() -> None:
     with pytest.raises(UnknownTypeError) as info:
         vispe.build_encoding(dict(type='SinCos'))
     message = str(info.value)
-    assert "Did you mean 'SinCos2D'?" in message
-    assert 'LearnedAPE, LookHere, MultiViewSine, NoPE, PEG, PETR, PPE3D, RPE2D, RoPEAxial, RoPEMixed, SinCos2D, iRPE' \
-        in message
+    assert "Did you mean 'SinCos2D' or 'SinCosXYZ'?" in message
+    assert 'LearnedAPE, LookHere, MultiViewSine, NoPE, PEG, PETR, PPE3D, RPE2D, RoPEAxial, RoPEMixed, SinCos2D, ' \
+        'SinCosXYZ, VertexRPE, iRPE' in message
     assert 'custom_imports' in message
 
 

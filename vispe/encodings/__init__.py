@@ -17,11 +17,14 @@ from vispe.encodings.ppe3d import PPE3D
 from vispe.encodings.rope import RoPEAxial, RoPEMixed
 from vispe.encodings.rpe2d import RPE2D
 from vispe.encodings.sincos2d import SinCos2D, sincos_2d_embedding
+from vispe.encodings.vertex_rpe import VertexRPE, vertex_corners
+from vispe.encodings.xyz import FourierXYZ, SinCosXYZ, sincos_xyz_embedding
 
 __all__ = [
     'ALiBi2D', 'CameraEncoding', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable',
-    'FeatureEncoding', 'FourierFeatures', 'HOOK_NAMES', 'LearnedAPE', 'LookHere', 'MultiViewSine', 'NoPE', 'Option',
-    'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D', 'PositionEncoding',
-    'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'TableCache', 'build_encoding', 'check_test_time_option',
-    'detr_sine_embedding', 'iRPE', 'list_encodings', 'sincos_2d_embedding',
+    'FeatureEncoding', 'FourierFeatures', 'FourierXYZ', 'HOOK_NAMES', 'LearnedAPE', 'LookHere', 'MultiViewSine',
+    'NoPE', 'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D', 'PositionEncoding', 'RPE2D',
+    'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'VertexRPE', 'build_encoding',
+    'check_test_time_option', 'detr_sine_embedding', 'iRPE', 'list_encodings', 'sincos_2d_embedding',
+    'sincos_xyz_embedding', 'vertex_corners',
 ]

@@ -110,8 +110,13 @@ class EncodingTable(list):
     HEADER = ('name', 'family', 'hooks', 'needs', 'options', 'paper')
 
     def rows(self) -> list[tuple[str, ...]]:
-        return [(info.name, info.family, ', '.join(info.hooks) or '-', ', '.join(('grid', *info.requires)),
+        return [(info.name, info.family, ', '.join(info.hooks) or '-', ', '.join(self.needs(info.requires)),
                  ', '.join(info.options) or '-', info.paper) for info in self]
+
+    @staticmethod
+    def needs(requires: tuple[str, ...]) -> tuple[str, ...]:
+        """What an encoding's positions carry: a token grid and ``requires``, or the points instead of a grid."""
+        return requires if 'points' in requires else ('grid', *requires)
 
     def __str__(self) -> str:
         rows = [self.HEADER, *self.rows()]

@@ -42,7 +42,9 @@ class Positions:
     * ``depth`` (B, V, H, W): measured depth of the views' pixels in metres (LiDAR projected into the images),
       0 where unknown; 3DPPE reads it as ground truth;
     * ``boxes`` (B, N, 7): per-token 3D boxes (x, y, z, l, w, h, yaw), the per-layer state of a decoder
-      whose queries refine boxes layer by layer (V-DETR); :meth:`updated` makes the next layer's object.
+      whose queries refine boxes layer by layer (V-DETR); :meth:`updated` makes the next layer's object;
+    * ``bounds`` (B, 2, D): the minimum and maximum corner of each scene's coordinates (a point cloud's extent),
+      which absolute encodings of 3D points normalise by (3DETR's ``point_cloud_dims``).
 
     Only shapes are checked here (ranks, token counts, views), never values, so building one costs no host
     synchronisation and traces under ``torch.compile``. Per-forward tables go through :meth:`memo`.
@@ -59,6 +61,7 @@ class Positions:
         cameras: optional cameras of the views.
         boxes: optional (B, N, 7) boxes of the positioned tokens.
         depth: optional (B, V, H, W) measured pixel depth of the views (0 = unknown).
+        bounds: optional (B, 2, D) minimum and maximum corner of each scene's coordinates.
         num_positions: the positioned-token count when there is neither a grid nor coordinates.
     """
 
@@ -73,6 +76,7 @@ class Positions:
     boxes: torch.Tensor | None = None
     depth: torch.Tensor | None = None
     num_positions: int | None = None
+    bounds: torch.Tensor | None = None
     _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -82,6 +86,7 @@ class Positions:
         _check_rank('coords', self.coords, (2, 3), '(N, D) or (B, N, D)')
         _check_rank('boxes', self.boxes, (3,), '(B, N, 7)')
         _check_rank('depth', self.depth, (4,), '(B, V, H, W)')
+        _check_rank('bounds', self.bounds, (3,), '(B, 2, D)')
         if self.num_views < 1:
             raise ValueError(f'Positions.num_views must be at least 1; got {self.num_views}.')
         if self.num_positions is None:
