@@ -152,3 +152,22 @@ def test_missing_geometry_and_layers_are_named() -> None:
         bias_of(encoding, boxes, xyz, layer=1)
     with pytest.raises(ValueError, match='table_size'):
         VertexRPE(num_heads=2, table_size=1)
+
+
+@pytest.mark.parametrize('box_frame', [False, True])
+def test_bias_is_the_sum_over_vertices_of_the_table_at_each_offset(box_frame: bool) -> None:
+    """The offsets computed once per axis equal the 24 (vertex, axis) offsets taken one by one."""
+    torch.manual_seed(0)
+    encoding = VertexRPE(num_heads=2, box_frame=box_frame)
+    boxes, xyz = scene(queries=4, points=9)
+    corners = vertex_corners(boxes)
+    yaw = boxes[..., 6, None]
+    expected = 0
+    for vertex in range(8):
+        delta = corners[:, :, vertex, None, :] - xyz[:, None]
+        if box_frame:
+            dx, dy = delta[..., 0], delta[..., 1]
+            delta = torch.stack([torch.cos(yaw) * dx + torch.sin(yaw) * dy, torch.cos(yaw) * dy - torch.sin(yaw) * dx,
+                                 delta[..., 2]], dim=-1)
+        expected = expected + encoding.vertex_bias(log_normalize(delta, 512.0, 4.0), 0, vertex, encoding.tables(0))
+    assert torch.allclose(bias_of(encoding, boxes, xyz), expected, atol=1e-5)

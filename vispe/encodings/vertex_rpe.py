@@ -155,15 +155,31 @@ class VertexRPE(PositionEncoding):
         nodes = self.table_nodes.expand(8, *self.table_nodes.shape)
         return self.layers[layer_idx](nodes).permute(0, 4, 1, 2, 3)
 
-    def offsets(self, vertices: torch.Tensor, yaw: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
-        """Compressed offsets (B, Q, P, 3) of one vertex of each box, vertices (B, Q, 3), yaw (B, Q), to the points
-        (B, P, 3); in the box frame with ``box_frame``."""
-        delta = vertices[:, :, None, :] - points[:, None, :, :]
+    def axis_offsets(self, boxes: torch.Tensor, points: torch.Tensor) -> tuple[list[list[torch.Tensor]],
+                                                                              list[tuple[int, int, int]]]:
+        """The compressed vertex − point offsets along each axis, each computed once: per axis a list of (B, Q, P)
+        tensors, and per vertex the index of its x, y and z offsets in those lists.
+
+        Along an axis the eight vertices take few distinct coordinates: in the box frame two per axis (±half the
+        size, minus the point's box-frame coordinate, which is computed once); in the scene frame four for x and
+        y (a yawed box's bottom face) and two for z. So 6 or 10 offset planes serve the 24 (vertex, axis) pairs.
+        """
         if self.box_frame:
-            cos, sin = torch.cos(yaw)[..., None], torch.sin(yaw)[..., None]
-            dx, dy = delta[..., 0], delta[..., 1]
-            delta = torch.stack([cos * dx + sin * dy, cos * dy - sin * dx, delta[..., 2]], dim=-1)
-        return log_normalize(delta, self.log_scale, self.max_value)
+            yaw = boxes[..., 6:7]
+            cos, sin = torch.cos(yaw), torch.sin(yaw)
+            relative = points[:, None, :, :] - boxes[:, :, None, :3]
+            local = [cos * relative[..., 0] + sin * relative[..., 1], cos * relative[..., 1] - sin * relative[..., 0],
+                     relative[..., 2]]
+            half = boxes[..., 3:6, None] / 2
+            planes = [[log_normalize(sign * half[:, :, axis] - local[axis], self.log_scale, self.max_value)
+                       for sign in (1, -1)] for axis in range(3)]
+            index = [tuple(0 if sign > 0 else 1 for sign in signs) for signs in VERTEX_SIGNS.tolist()]
+            return planes, index
+        vertices = vertex_corners(boxes)
+        faces = ((0, 1, 2, 3), (0, 1, 2, 3), (0, 4))
+        planes = [[log_normalize(vertices[:, :, vertex, axis, None] - points[:, None, :, axis], self.log_scale,
+                                 self.max_value) for vertex in faces[axis]] for axis in range(3)]
+        return planes, [(vertex % 4, vertex % 4, vertex // 4) for vertex in range(8)]
 
     def vertex_bias(self, u: torch.Tensor, layer_idx: int, vertex: int, table: torch.Tensor | None) -> torch.Tensor:
         """(B, heads, Q, P) bias of one vertex from its compressed offsets u (B, Q, P, 3)."""
@@ -200,11 +216,11 @@ class VertexRPE(PositionEncoding):
         boxes, points = self.check_positions(pos_q, pos_k)
         dtype = torch.promote_types(q.dtype, torch.float32)
         boxes, points = boxes.to(dtype), points.to(dtype)
-        vertices, yaw = vertex_corners(boxes), boxes[..., 6]
+        planes, index = self.axis_offsets(boxes, points)
         table = self.tables(layer_idx).to(dtype) if self.table_lookup else None
         bias = None
-        for vertex in range(8):
-            u = self.offsets(vertices[:, :, vertex], yaw, points)
+        for vertex, (ix, iy, iz) in enumerate(index):
+            u = torch.stack([planes[0][ix], planes[1][iy], planes[2][iz]], dim=-1)
             term = self.vertex_bias(u, layer_idx, vertex, table)
             bias = term if bias is None else bias + term
         return pad_prefix(bias, pos_q.num_prefix_tokens, 0.0, pos_k.num_prefix_tokens)
