@@ -50,3 +50,16 @@ def test_layer_benchmark_and_unknown_name(repo_root, tmp_path) -> None:
     assert 'ComRoPE LD b=2 dense d×d' in result.stdout
     bad = run_benchmark(repo_root, tmp_path, '--encodings', 'RoPEAxal')
     assert bad.returncode != 0 and "Did you mean 'RoPEAxial'" in bad.stderr
+
+
+@pytest.mark.slow
+def test_point_layer_benchmark_with_decoder_memory(repo_root, tmp_path) -> None:
+    command = [sys.executable, str(repo_root / 'tools' / 'benchmark.py'), '--point-layer', '--queries', '8',
+               '--points', '64', '--batch', '1', '--repeats', '1', '--warmup', '0', '--backward', '--memory',
+               '--out', str(tmp_path / 'p')]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads((tmp_path / 'p.json').read_text())['rows']
+    assert [row['model'] for row in rows] == ['no position (NoPE)', 'FourierXYZ', 'SinCosXYZ', 'VertexRPE (table)']
+    assert rows[0]['ratio'] == 1.0 and all(row['decoder8_train_peak_bytes'] > 0 for row in rows)
+    assert '| encoding | ms |' in (tmp_path / 'p.md').read_text()

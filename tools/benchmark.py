@@ -32,6 +32,12 @@ Sizes are image heights (default: the first config's), the width keeps the confi
 
 ``--out PATH`` writes PATH.csv, PATH.json (with the command) and PATH.md (the table in markdown); in detector mode
 PATH.json (command, machine, rig, rows) and PATH.md.
+
+Point-layer mode (``--point-layer``): one V-DETR decoder layer, Q box queries against P point tokens, with each point
+encoding against the same layer without one (:mod:`vispe.engine.benchmark_points`); ``--memory`` adds the peak
+memory of an 8-layer decoder's training step:
+
+    python tools/benchmark.py --point-layer --queries 256 --points 2048 --batch 2 --backward --memory
 """
 from __future__ import annotations
 
@@ -56,6 +62,7 @@ from vispe.engine.arguments import (InvalidArgument, check_distinct, config_dict
 from vispe.engine.benchmark_common import (aligned_table, machine_description, machine_summary, markdown_table,
                                            measure, write_text_atomically)
 from vispe.engine.benchmark_detector import CAMERA_TABLE_NOTE, benchmark_detectors, detector_tables
+from vispe.engine.benchmark_points import POINT_ENCODINGS, decoder_training_peak, point_layer_runs
 from vispe.geometry import Positions
 
 VIT_ONLY = ('--arch', '--encodings', '--configs', '--timm-models', '--layer', '--memory', '--backward')
@@ -84,6 +91,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--timm-models', nargs='*', default=[],
                         help='extra timm models to time alongside, e.g. vit_small_patch16_rope_mixed_224')
     parser.add_argument('--layer', action='store_true', help='benchmark single attention layers')
+    parser.add_argument('--point-layer', action='store_true',
+                        help='benchmark one point-detector decoder layer per point encoding')
+    parser.add_argument('--queries', type=positive_int, default=256, help='point-layer mode: box queries (256)')
+    parser.add_argument('--points', type=positive_int, default=2048, help='point-layer mode: point tokens (2048)')
     parser.add_argument('--memory', action='store_true', help='CPU: measure peak memory in fresh processes')
     parser.add_argument('--backward', action='store_true', help='time forward + backward instead of forward only')
     parser.add_argument('--note', default=None, help='a line for the report, e.g. that the machine was shared')
@@ -97,6 +108,9 @@ def parse_args() -> argparse.Namespace:
             writable_output(args.out, '--out', suffixes=suffixes)
         if args.detectors:
             check_detector_arguments(args)
+            return args
+        if args.point_layer:
+            args.batch = args.batch or 2
             return args
         if args.views is not None:
             raise InvalidArgument('--views', args.views, 'counts the cameras of --detectors', 'leave it out of the ViT '
@@ -316,6 +330,37 @@ def run_detectors(args: argparse.Namespace, device: torch.device, command: str) 
                               + '\n')
 
 
+def run_point_layer(args: argparse.Namespace, device: torch.device, command: str) -> None:
+    """Point-layer mode: time one decoder layer per point encoding, print the table, write <out>.*."""
+    runs = point_layer_runs(args.batch, args.queries, args.points, args.backward, device)
+    results = measure(runs, device, args.repeats, args.warmup)
+    baseline = next(iter(results))
+    rows = []
+    for label, result in results.items():
+        row = dict(model=label, queries=args.queries, points=args.points, **result,
+                   ratio=result['seconds'] / results[baseline]['seconds'])
+        if args.memory and device.type == 'cpu':
+            row['decoder8_train_peak_bytes'] = decoder_training_peak(POINT_ENCODINGS[label], 8, args.batch,
+                                                                     args.queries, args.points, args.threads)
+        rows.append(row)
+    title = (f"point-detector decoder layer (d 256, 4 heads, 1 key/value head), "
+             f"{'forward + backward' if args.backward else 'forward'}, batch {args.batch}, Q {args.queries}, "
+             f'P {args.points}, {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, median of '
+             f'{args.repeats} interleaved repeats')
+    cells = [['encoding', 'ms', f'x {baseline}', '8-layer train step peak MB']]
+    cells += [[row['model'], f"{row['seconds'] * 1e3:.1f}", f"{row['ratio']:.2f}",
+               f"{row['decoder8_train_peak_bytes'] / 2**20:.0f}" if 'decoder8_train_peak_bytes' in row else '-']
+              for row in rows]
+    machine = machine_summary(machine_description(device))
+    print(title, machine, aligned_table(cells), sep='\n')
+    if args.out:
+        write_text_atomically(args.out.with_suffix('.json'), json.dumps(dict(command=command, title=title,
+                                                                             machine=machine, rows=rows), indent=1))
+        write_text_atomically(args.out.with_suffix('.md'), f'{title}\n\n`{command}`\n\n{machine}\n\n'
+                                                           f'{markdown_table(cells)}\n')
+        write_text_atomically(args.out.with_suffix('.csv'), '\n'.join(','.join(line) for line in cells) + '\n')
+
+
 def main() -> int:
     args = parse_args()
     if args.threads:
@@ -327,6 +372,9 @@ def main() -> int:
     command = shlex.join(['python', 'tools/benchmark.py', *sys.argv[1:]])
     if args.detectors:
         run_detectors(args, device, command)
+        return 0
+    if args.point_layer:
+        run_point_layer(args, device, command)
         return 0
     baselines = ['plain SDPA'] if args.layer else ['timm (plain ViT)', 'NoPE']
     models = None if args.layer else build_models(args, device)

@@ -1,5 +1,5 @@
 """Where tokens are: the per-forward :class:`Positions` object and 2D patch-grid helpers; cameras, frustum
-points, 3D boxes and the augmentations that keep them consistent (docs/geometry.md)."""
+points, 3D boxes and the augmentations that keep them consistent, point sampling (docs/geometry.md)."""
 from vispe.geometry.grid import (
     feature_grid_size, grid_coords, pad_prefix, pairwise_offsets, relative_offsets, to_2tuple)
 from vispe.geometry.positions import Positions
@@ -9,6 +9,7 @@ from vispe.geometry.boxes import (
     check_gravity_similarity, transform_boxes, wrap_angle)
 from vispe.geometry.frustum import (depth_bins, depth_map_points, frustum_pixels, frustum_points, homogeneous_pixels,
                                     lift, normalize_points)
+from vispe.geometry.point_sampling import ball_query, farthest_point_sample, group_points
 from vispe.geometry.augment import SceneTransform, crop_cameras, hflip_cameras, resize_cameras, transform_intrinsics
 
 __all__ = ['Positions', 'feature_grid_size', 'grid_coords', 'pad_prefix', 'pairwise_offsets', 'relative_offsets',
@@ -17,4 +18,5 @@ __all__ = ['Positions', 'feature_grid_size', 'grid_coords', 'pad_prefix', 'pairw
            'boxes_to_nuscenes', 'check_boxes', 'check_gravity_similarity', 'transform_boxes', 'wrap_angle',
            'depth_bins', 'depth_map_points', 'frustum_pixels', 'frustum_points', 'homogeneous_pixels', 'lift',
            'normalize_points',
+           'ball_query', 'farthest_point_sample', 'group_points',
            'SceneTransform', 'crop_cameras', 'hflip_cameras', 'resize_cameras', 'transform_intrinsics']

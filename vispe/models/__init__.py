@@ -1,10 +1,11 @@
-"""Models built around vispe encodings: the timm ViT classifier, the DETR detector and the PETR / 3DPPE multi-view
-3D detector."""
+"""Models built around vispe encodings: the timm ViT classifier, the DETR detector, the PETR / 3DPPE multi-view
+3D detector and the V-DETR-style point-cloud detector."""
 from vispe.models.classifier import ImageClassifier
 from vispe.models.detr import DETR, TimmFeatures
 from vispe.models.optim import NoDecayOptimWrapperConstructor
 from vispe.models.petr import PETRDetector
+from vispe.models.vdetr import VDETR, PointSetAbstraction
 from vispe.models.vit import Block, VisionTransformer, create_vit, retrofit
 
-__all__ = ['Block', 'DETR', 'ImageClassifier', 'NoDecayOptimWrapperConstructor', 'PETRDetector', 'TimmFeatures',
-           'VisionTransformer', 'create_vit', 'retrofit']
+__all__ = ['Block', 'DETR', 'ImageClassifier', 'NoDecayOptimWrapperConstructor', 'PETRDetector', 'PointSetAbstraction',
+           'TimmFeatures', 'VDETR', 'VisionTransformer', 'create_vit', 'retrofit']

@@ -1,0 +1,79 @@
+"""The point detector: outputs of every encoding, box refinement across layers, the proposal stage, bad input."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vispe.encodings import VertexRPE
+from vispe.models.vdetr import VDETR
+
+SMALL = dict(backbone=dict(in_channels=3, channels=(16, 32), num_samples=64, radius=0.4, group_size=8),
+             embed_dim=32, encoder=dict(depth=1, num_heads=2, mlp_dim=32), num_queries=16)
+
+
+def small_detector(encoding: str, depth: int = 3) -> VDETR:
+    torch.manual_seed(0)
+    return VDETR(num_classes=3, decoder=dict(depth=depth, num_heads=2, mlp_dim=32, encoding=dict(type=encoding)),
+                 **SMALL)
+
+
+def scenes(batch: int = 2, points: int = 256) -> tuple[torch.Tensor, list[dict]]:
+    generator = torch.Generator().manual_seed(0)
+    xyz = torch.rand(batch, points, 3, generator=generator) * torch.tensor([4.0, 4.0, 2.0])
+    colour = torch.rand(batch, points, 3, generator=generator)
+    samples = [dict(gt_boxes=torch.tensor([[1.0, 1.0, 0.5, 0.6, 0.8, 1.0, 0.0], [3.0, 2.0, 0.3, 1.0, 0.5, 0.6, 0.0]]),
+                    gt_labels=torch.tensor([0, 2]), scene_id=f'scene{i}') for i in range(batch)]
+    return torch.cat([xyz, colour], dim=-1), samples
+
+
+@pytest.mark.parametrize('encoding', ['VertexRPE', 'FourierXYZ', 'SinCosXYZ', 'NoPE'])
+def test_every_point_encoding_trains_and_predicts(encoding: str) -> None:
+    model = small_detector(encoding)
+    points, samples = scenes()
+    losses = model(points, samples, mode='loss')
+    assert {'loss_ce', 'loss_giou', 'd0.loss_center', 'd1.loss_size', 'loss_objectness'} <= set(losses)
+    sum(losses.values()).backward()
+    assert model.decoder.class_head[0].weight.grad.abs().sum() > 0
+    results = model.eval()(points, samples, mode='predict')
+    assert len(results) == 2 and results[1]['scene_id'] == 'scene1'
+    assert results[0]['boxes'].shape == (16, 7) and results[0]['scores'].shape == (16,)
+    assert (results[0]['boxes'][:, 3:6] > 0).all()
+
+
+def test_each_layer_reads_the_boxes_of_the_layer_before() -> None:
+    model = small_detector('VertexRPE').eval()
+    seen = []
+    original = VertexRPE.logits_bias
+
+    def record(self, q, k, pos_q, pos_k, layer_idx):
+        seen.append((layer_idx, pos_q.boxes.clone()))
+        return original(self, q, k, pos_q, pos_k, layer_idx)
+    points, _ = scenes()
+    try:
+        VertexRPE.logits_bias = record
+        with torch.no_grad():
+            outputs = model(points)
+    finally:
+        VertexRPE.logits_bias = original
+    assert [layer for layer, _ in seen] == [0, 1, 2]
+    for layer in (1, 2):
+        assert torch.equal(seen[layer][1], outputs['boxes'][layer - 1])
+    assert not torch.equal(seen[1][1], seen[2][1])
+
+
+def test_bad_input_is_named() -> None:
+    model = small_detector('NoPE')
+    points, samples = scenes()
+    with pytest.raises(ValueError, match='backbone samples 64'):
+        model(points[:, :32], samples, mode='loss')
+    broken = points.clone()
+    broken[0, 5, 1] = float('nan')
+    with pytest.raises(ValueError, match='NaN'):
+        model(broken, samples, mode='loss')
+    flat = [dict(sample, gt_boxes=sample['gt_boxes'] * torch.tensor([1, 1, 1, 1, 0, 1, 1.0])) for sample in samples]
+    with pytest.raises(ValueError, match='positive size'):
+        model(points, flat, mode='loss')
+    with pytest.raises(ValueError, match='outside 0..2'):
+        model(points, [dict(sample, gt_labels=torch.tensor([0, 3])) for sample in samples], mode='loss')
+    with pytest.raises(ValueError, match='num_queries'):
+        VDETR(num_classes=3, **{**SMALL, 'num_queries': 65})

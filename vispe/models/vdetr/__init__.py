@@ -1,0 +1,9 @@
+"""A V-DETR-style point-cloud 3D detector (Shen et al., ICLR 2024, on 3DETR, Misra et al., ICCV 2021) with any point
+encoding in its decoder's cross-attention."""
+from vispe.models.vdetr.criterion import BoxSetCriterion, aligned_giou3d, points_in_aligned_boxes
+from vispe.models.vdetr.detector import VDETR
+from vispe.models.vdetr.pointnet2 import PointSetAbstraction
+from vispe.models.vdetr.transformer import BoxRefinementDecoder, PointDecoderLayer, PointEncoderLayer
+
+__all__ = ['BoxRefinementDecoder', 'BoxSetCriterion', 'PointDecoderLayer', 'PointEncoderLayer', 'PointSetAbstraction',
+           'VDETR', 'aligned_giou3d', 'points_in_aligned_boxes']

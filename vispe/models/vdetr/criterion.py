@@ -1,0 +1,129 @@
+"""Losses of the point-cloud detector: Hungarian-matched set losses on every decoder layer (3DETR / V-DETR) and the
+proposal loss of the first stage (each point's objectness and box)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from scipy.optimize import linear_sum_assignment
+from torch import nn
+
+from vispe.models.petr.criterion import PETRCriterion
+
+
+def box_extremes(boxes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The minimum and maximum corners (..., 3) of axis-aligned (..., 7) boxes (yaw ignored)."""
+    half = boxes[..., 3:6] / 2
+    return boxes[..., :3] - half, boxes[..., :3] + half
+
+
+def aligned_giou3d(boxes1: torch.Tensor, boxes2: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
+    """Generalised IoU of axis-aligned 3D boxes (Rezatofighi et al., CVPR 2019, in 3D), differentiable.
+
+    boxes1 (N, 7), boxes2 (N, 7) -> (N,) elementwise; with ``pairwise``, boxes2 (M, 7) -> (N, M).
+    """
+    low1, high1 = box_extremes(boxes1)
+    low2, high2 = box_extremes(boxes2)
+    if pairwise:
+        low1, high1 = low1[:, None], high1[:, None]
+    volume1, volume2 = (high1 - low1).prod(-1), (high2 - low2).prod(-1)
+    inter = (torch.minimum(high1, high2) - torch.maximum(low1, low2)).clamp(min=0).prod(-1)
+    union = volume1 + volume2 - inter
+    enclosing = (torch.maximum(high1, high2) - torch.minimum(low1, low2)).prod(-1)
+    return inter / union - (enclosing - union) / enclosing
+
+
+def points_in_aligned_boxes(points: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+    """(P, G) bool: point p lies in axis-aligned box g; points (P, 3), boxes (G, 7)."""
+    low, high = box_extremes(boxes)
+    return ((points[:, None] >= low) & (points[:, None] <= high)).all(-1)
+
+
+class BoxSetCriterion(nn.Module):
+    """Set losses of 3D boxes (B, Q, 7) and class logits (B, Q, K+1) against each scene's ``gt_boxes`` (G, 7) and
+    ``gt_labels`` (G,), matched one-to-one by the Hungarian algorithm on
+    ``−w_cls·p(c) + w_center·‖c − c*‖₁ + w_giou·(−GIoU)``.
+
+    Losses (each times its weight, on every decoder layer; layer i but the last prefixed ``d{i}.``):
+    ``loss_ce`` cross-entropy with the no-object class weighted ``eos_coef``; ``loss_center`` and ``loss_size`` L1
+    of matched centres and sizes (metres), ``loss_giou`` 1 − GIoU, each summed and divided by the number of
+    ground-truth boxes. The proposal stage adds ``loss_objectness`` (binary cross-entropy of every point token: is
+    it inside a ground-truth box) and ``loss_proposal_center`` / ``loss_proposal_size`` (L1 of centre and log-size
+    of the box a positive token lies in; the smallest such box), averaged over positive tokens.
+    """
+
+    def __init__(self, num_classes: int, class_weight: float = 1.0, center_weight: float = 5.0,
+                 size_weight: float = 1.0, giou_weight: float = 2.0, eos_coef: float = 0.1,
+                 objectness_weight: float = 1.0, proposal_weight: float = 1.0) -> None:
+        super().__init__()
+        self.num_classes = num_classes
+        self.weights = dict(loss_ce=class_weight, loss_center=center_weight, loss_size=size_weight,
+                            loss_giou=giou_weight, loss_objectness=objectness_weight,
+                            loss_proposal_center=proposal_weight, loss_proposal_size=proposal_weight)
+        empty_weight = torch.ones(num_classes + 1)
+        empty_weight[-1] = eos_coef
+        self.register_buffer('empty_weight', empty_weight, persistent=False)
+
+    @torch.no_grad()
+    def match(self, logits: torch.Tensor, boxes: torch.Tensor,
+              targets: list[dict[str, torch.Tensor]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per scene, (query indices, target indices) of the minimum-cost assignment."""
+        probs = logits.float().softmax(-1)
+        matches = []
+        for scene_probs, scene_boxes, target in zip(probs, boxes.float(), targets):
+            gt_boxes = target['gt_boxes'].float()
+            cost = (-self.weights['loss_ce'] * scene_probs[:, target['gt_labels']]
+                    + self.weights['loss_center'] * torch.cdist(scene_boxes[:, :3], gt_boxes[:, :3], p=1)
+                    - self.weights['loss_giou'] * aligned_giou3d(scene_boxes, gt_boxes, pairwise=True))
+            rows, cols = linear_sum_assignment(cost.cpu().numpy())
+            matches.append((torch.as_tensor(rows, dtype=torch.int64), torch.as_tensor(cols, dtype=torch.int64)))
+        return matches
+
+    def set_losses(self, logits: torch.Tensor, boxes: torch.Tensor, targets: list[dict[str, torch.Tensor]],
+                   num_boxes: float) -> dict[str, torch.Tensor]:
+        matches = self.match(logits, boxes, targets)
+        scene_index = torch.cat([torch.full_like(query, i) for i, (query, _) in enumerate(matches)])
+        query_index = torch.cat([query for query, _ in matches])
+        classes = torch.full(logits.shape[:2], self.num_classes, dtype=torch.int64, device=logits.device)
+        classes[scene_index, query_index] = torch.cat(
+            [t['gt_labels'][target] for t, (_, target) in zip(targets, matches)]).to(logits.device)
+        matched = boxes[scene_index, query_index].float()
+        gt_boxes = torch.cat([t['gt_boxes'][target] for t, (_, target) in zip(targets, matches)]).float()
+        losses = dict(
+            loss_ce=F.cross_entropy(logits.float().transpose(1, 2), classes, self.empty_weight),
+            loss_center=F.l1_loss(matched[:, :3], gt_boxes[:, :3], reduction='sum') / num_boxes,
+            loss_size=F.l1_loss(matched[:, 3:6], gt_boxes[:, 3:6], reduction='sum') / num_boxes,
+            loss_giou=(1 - aligned_giou3d(matched, gt_boxes)).sum() / num_boxes)
+        return losses
+
+    def proposal_losses(self, xyz: torch.Tensor, objectness: torch.Tensor, proposals: torch.Tensor,
+                        targets: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """xyz (B, M, 3) point tokens, objectness (B, M) logits, proposals (B, M, 7)."""
+        labels, centre_errors, size_errors = [], [], []
+        for scene_xyz, scene_proposals, target in zip(xyz, proposals.float(), targets):
+            gt_boxes = target['gt_boxes'].float()
+            inside = points_in_aligned_boxes(scene_xyz.float(), gt_boxes)
+            volume = gt_boxes[:, 3:6].prod(-1).expand_as(inside)
+            owner = torch.where(inside, volume, torch.inf).argmin(-1)
+            positive = inside.any(-1)
+            labels.append(positive.float())
+            owned = gt_boxes[owner[positive]]
+            centre_errors.append((scene_proposals[positive, :3] - owned[:, :3]).abs().sum(-1))
+            size_errors.append((scene_proposals[positive, 3:6].log() - owned[:, 3:6].log()).abs().sum(-1))
+        num_positive = PETRCriterion.num_matched(sum(len(errors) for errors in centre_errors), xyz.device)
+        return dict(
+            loss_objectness=F.binary_cross_entropy_with_logits(objectness.float(), torch.stack(labels)),
+            loss_proposal_center=torch.cat(centre_errors).sum() / num_positive,
+            loss_proposal_size=torch.cat(size_errors).sum() / num_positive)
+
+    def forward(self, outputs: dict[str, torch.Tensor],
+                targets: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """outputs: logits (L, B, Q, K+1), boxes (L, B, Q, 7), and the proposal stage's xyz (B, M, 3),
+        objectness (B, M), proposals (B, M, 7)."""
+        logits, boxes = outputs['logits'], outputs['boxes']
+        num_boxes = PETRCriterion.num_matched(sum(len(t['gt_labels']) for t in targets), logits.device)
+        losses = self.set_losses(logits[-1], boxes[-1], targets, num_boxes)
+        for layer in range(logits.shape[0] - 1):
+            aux = self.set_losses(logits[layer], boxes[layer], targets, num_boxes)
+            losses.update({f'd{layer}.{name}': value for name, value in aux.items()})
+        losses.update(self.proposal_losses(outputs['xyz'], outputs['objectness'], outputs['all_proposals'], targets))
+        return {name: value * self.weights[name.split('.')[-1]] for name, value in losses.items()}

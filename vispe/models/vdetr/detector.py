@@ -1,0 +1,142 @@
+"""A V-DETR-style 3D detector on point clouds for mmengine's Runner, with any point encoding in its decoder."""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import torch
+from mmengine.model import BaseModel
+from torch import nn
+
+from vispe.geometry import Positions
+from vispe.models.vdetr.criterion import BoxSetCriterion
+from vispe.models.vdetr.transformer import BoxRefinementDecoder, PointEncoderLayer, mlp
+from vispe.registry import MODELS
+
+
+@MODELS.register_module()
+class VDETR(BaseModel):
+    """Point cloud → PointNet++ set abstraction → transformer encoder over the sampled points → proposals (every
+    point token predicts objectness and a box; the ``num_queries`` most object-like become the queries, V-DETR's
+    first-stage FFN) → decoder refining the boxes layer by layer with the point encoding in its cross-attention.
+
+    The scene's extent (3DETR's ``point_cloud_dims``) is the minimum and maximum corner of the input points;
+    absolute encodings normalise by it. Boxes are axis-aligned, (x, y, z, l, w, h, 0) in metres (ScanNet's layout).
+
+    ``forward(inputs, data_samples, mode)``: inputs (B, N, 3 + C) points (xyz in metres, then C features) or
+    ``dict(points=...)``; 'loss' -> the weighted losses (targets ``gt_boxes`` (G, 7), ``gt_labels`` (G,) per scene);
+    'predict' -> per scene ``dict(boxes (Q, 7), scores (Q,), labels (Q,))`` (plus the sample's ``scene_id``);
+    'tensor' -> the raw outputs (logits (L, B, Q, K+1), boxes (L, B, Q, 7), the proposal stage's tensors).
+
+    Args:
+        num_classes: K object classes.
+        backbone: :class:`~vispe.models.vdetr.PointSetAbstraction` arguments (``in_channels`` 3 with colour).
+        embed_dim: transformer width d.
+        encoder: depth, num_heads, mlp_dim, dropout of the encoder layers.
+        decoder: :class:`~vispe.models.vdetr.BoxRefinementDecoder` arguments (``encoding=dict(type=...)``).
+        num_queries: proposals kept as queries.
+        loss: :class:`~vispe.models.vdetr.BoxSetCriterion` weights.
+    """
+
+    def __init__(self, num_classes: int, backbone: dict | None = None, embed_dim: int = 256,
+                 encoder: dict | None = None, decoder: dict | None = None, num_queries: int = 128,
+                 loss: dict | None = None, data_preprocessor: dict | None = None,
+                 init_cfg: dict | None = None) -> None:
+        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        self.backbone = MODELS.build(dict(type='PointSetAbstraction', **(backbone or {})))
+        if num_queries > self.backbone.num_samples:
+            raise ValueError(f'num_queries ({num_queries}) must be at most the point tokens the backbone keeps '
+                             f'(num_samples={self.backbone.num_samples}).')
+        defaults = dict(depth=3, num_heads=4, mlp_dim=128, dropout=0.1)
+        unknown = sorted(set(encoder or {}) - set(defaults))
+        if unknown:
+            raise ValueError(f'VDETR encoder options are {sorted(defaults)}; got {unknown}.')
+        encoder = {**defaults, **(encoder or {})}
+        self.input_proj = nn.Linear(self.backbone.channels, embed_dim)
+        self.encoder = nn.ModuleList(PointEncoderLayer(embed_dim, encoder['num_heads'], encoder['mlp_dim'],
+                                                       encoder['dropout']) for _ in range(encoder['depth']))
+        self.encoder_norm = nn.LayerNorm(embed_dim)
+        self.proposal_head = mlp(embed_dim, embed_dim, 7)
+        self.decoder = BoxRefinementDecoder(embed_dim, num_classes, **(decoder or {}))
+        self.num_classes = num_classes
+        self.num_queries = num_queries
+        self.criterion = BoxSetCriterion(num_classes, **(loss or {}))
+
+    def check_points(self, points: torch.Tensor) -> None:
+        if not isinstance(points, torch.Tensor) or points.ndim != 3:
+            shape = tuple(points.shape) if isinstance(points, torch.Tensor) else type(points).__name__
+            raise ValueError(f'VDETR takes points (B, N, 3 + C); got {shape}.')
+        if points.shape[1] < self.backbone.num_samples:
+            raise ValueError(f'Each scene has {points.shape[1]} points but the backbone samples '
+                             f'{self.backbone.num_samples}: give the dataset a larger num_points, or build the '
+                             f'backbone with fewer num_samples.')
+        if not torch.isfinite(points).all():
+            raise ValueError('The point clouds hold NaN or infinite values: drop those points when reading the scan '
+                             '(vispe.geometry.read_points(..., drop_nonfinite=True)).')
+
+    def proposals(self, xyz: torch.Tensor, memory: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every token's objectness (B, M) and box (B, M, 7): its point + a centre offset, exp(log-size)."""
+        raw = self.proposal_head(memory)
+        sizes = raw[..., 4:7].clamp(-math.log(1e3), math.log(1e3)).exp()
+        boxes = torch.cat([xyz + raw[..., 1:4], sizes, torch.zeros_like(sizes[..., :1])], dim=-1)
+        return dict(objectness=raw[..., 0], all_proposals=boxes)
+
+    def predict_sets(self, points: torch.Tensor) -> dict[str, torch.Tensor]:
+        self.check_points(points)
+        xyz, features, _ = self.backbone(points)
+        memory = self.input_proj(features)
+        for layer in self.encoder:
+            memory = layer(memory)
+        memory = self.encoder_norm(memory)
+        stage = self.proposals(xyz, memory)
+        top = stage['objectness'].detach().topk(self.num_queries, dim=1).indices
+        proposals = torch.gather(stage['all_proposals'], 1, top[..., None].expand(-1, -1, 7))
+        tgt = torch.gather(memory, 1, top[..., None].expand(-1, -1, memory.shape[-1]))
+        scene_xyz = points[..., :3].detach()
+        bounds = torch.stack([scene_xyz.amin(1), scene_xyz.amax(1)], dim=1)
+        pos_k = Positions(coords=xyz, bounds=bounds, device=xyz.device)
+        outputs = self.decoder(tgt, memory, pos_k, proposals)
+        return dict(outputs, xyz=xyz, **stage)
+
+    def targets(self, data_samples: list[Mapping[str, Any]], device: torch.device) -> list[dict[str, torch.Tensor]]:
+        """Each scene's ``gt_boxes`` (G, 7) and ``gt_labels`` (G,) on ``device``, checked."""
+        targets = []
+        for index, sample in enumerate(data_samples):
+            if not isinstance(sample, Mapping) or 'gt_boxes' not in sample or 'gt_labels' not in sample:
+                raise ValueError(f'data_samples[{index}] needs gt_boxes (G, 7) and gt_labels (G,) (what PointScenes '
+                                 f'gives).')
+            boxes = torch.as_tensor(sample['gt_boxes'], device=device).float().reshape(-1, 7)
+            labels = torch.as_tensor(sample['gt_labels'], device=device).long().reshape(-1)
+            if len(boxes) != len(labels):
+                raise ValueError(f'data_samples[{index}]: {len(boxes)} boxes but {len(labels)} labels.')
+            if not torch.isfinite(boxes).all() or (boxes[:, 3:6] <= 0).any():
+                raise ValueError(f'data_samples[{index}] has a box that is not finite or not of positive size; '
+                                 f'drop it from the scene ({sample.get("scene_id", "scene")}).')
+            if ((labels < 0) | (labels >= self.num_classes)).any():
+                raise ValueError(f'data_samples[{index}] has labels outside 0..{self.num_classes - 1}: '
+                                 f'{sorted(set(labels.tolist()))}; set num_classes to the dataset\'s classes.')
+            targets.append(dict(gt_boxes=boxes, gt_labels=labels))
+        return targets
+
+    def forward(self, inputs: torch.Tensor | Mapping[str, torch.Tensor],
+                data_samples: list[Mapping[str, Any]] | None = None, mode: str = 'tensor') -> Any:
+        if mode not in ('loss', 'predict', 'tensor'):
+            raise ValueError(f"mode must be 'loss', 'predict' or 'tensor'; got {mode!r}.")
+        points = inputs['points'] if isinstance(inputs, Mapping) else inputs
+        if mode == 'loss' and data_samples is None:
+            raise ValueError("mode='loss' needs data_samples with gt_boxes and gt_labels per scene.")
+        if data_samples is not None and len(data_samples) != len(points):
+            raise ValueError(f'{len(data_samples)} data samples for a batch of {len(points)} scenes.')
+        outputs = self.predict_sets(points)
+        if mode == 'tensor':
+            return outputs
+        if mode == 'loss':
+            return self.criterion(outputs, self.targets(data_samples, points.device))
+        scores, labels = outputs['logits'][-1].float().softmax(-1)[..., :-1].max(-1)
+        results = []
+        for index in range(len(points)):
+            result = dict(boxes=outputs['boxes'][-1, index].float(), scores=scores[index], labels=labels[index])
+            if data_samples is not None and 'scene_id' in data_samples[index]:
+                result['scene_id'] = data_samples[index]['scene_id']
+            results.append(result)
+        return results
