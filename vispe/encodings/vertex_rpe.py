@@ -78,6 +78,20 @@ class VertexMLPs(nn.Module):
         return torch.bmm(hidden, w2.transpose(1, 2)).reshape(*shape[:-1], w2.shape[1])
 
 
+def reference_vertex_mlps(state_dict: dict[str, torch.Tensor], prefix: str = '') -> dict[str, torch.Tensor]:
+    """The weights of one layer's :class:`VertexMLPs` from V-DETR's keys (``{prefix}cpb_mlps.{i}.0.weight``,
+    ``.0.bias``, ``.2.weight`` of its ``GlobalShareCrossAttention``, i = vertex): load the result into
+    ``encoding.layers[l]``."""
+    def stacked(suffix: str) -> torch.Tensor:
+        keys = [f'{prefix}cpb_mlps.{vertex}.{suffix}' for vertex in range(8)]
+        missing = [key for key in keys if key not in state_dict]
+        if missing:
+            raise KeyError(f'V-DETR vertex MLP weights missing: {missing[:2]}...; give the state dict of one '
+                           f'GlobalShareCrossAttention and its key prefix.')
+        return torch.stack([state_dict[key] for key in keys])
+    return dict(fc1_weight=stacked('0.weight'), fc1_bias=stacked('0.bias'), fc2_weight=stacked('2.weight'))
+
+
 @ENCODINGS.register_module()
 class VertexRPE(PositionEncoding):
     """3DV-RPE: a per-head logit bias between each object query's box and each point token,
