@@ -1,6 +1,7 @@
 """Metrics as mmengine metrics, registered in :data:`vispe.registry.METRICS`."""
 from vispe.evaluation.accuracy import Accuracy
 from vispe.evaluation.coco_metric import CocoMetric
+from vispe.evaluation.indoor_ap import IndoorAP
 from vispe.evaluation.nuscenes_metric import NuScenesMetric
 
-__all__ = ['Accuracy', 'CocoMetric', 'NuScenesMetric']
+__all__ = ['Accuracy', 'CocoMetric', 'IndoorAP', 'NuScenesMetric']

@@ -9,6 +9,7 @@ from vispe.geometry.boxes import (
     check_gravity_similarity, transform_boxes, wrap_angle)
 from vispe.geometry.frustum import (depth_bins, depth_map_points, frustum_pixels, frustum_points, homogeneous_pixels,
                                     lift, normalize_points)
+from vispe.geometry.iou3d import axis_aligned_iou3d, rotated_iou3d
 from vispe.geometry.point_sampling import ball_query, farthest_point_sample, group_points
 from vispe.geometry.augment import SceneTransform, crop_cameras, hflip_cameras, resize_cameras, transform_intrinsics
 
@@ -18,5 +19,5 @@ __all__ = ['Positions', 'feature_grid_size', 'grid_coords', 'pad_prefix', 'pairw
            'boxes_to_nuscenes', 'check_boxes', 'check_gravity_similarity', 'transform_boxes', 'wrap_angle',
            'depth_bins', 'depth_map_points', 'frustum_pixels', 'frustum_points', 'homogeneous_pixels', 'lift',
            'normalize_points',
-           'ball_query', 'farthest_point_sample', 'group_points',
+           'axis_aligned_iou3d', 'ball_query', 'farthest_point_sample', 'group_points', 'rotated_iou3d',
            'SceneTransform', 'crop_cameras', 'hflip_cameras', 'resize_cameras', 'transform_intrinsics']

@@ -10,6 +10,7 @@ from torch import nn
 
 from vispe.geometry import Positions
 from vispe.models.vdetr.criterion import BoxSetCriterion
+from vispe.models.vdetr.postprocess import detections
 from vispe.models.vdetr.transformer import BoxRefinementDecoder, PointEncoderLayer, mlp
 from vispe.registry import MODELS
 
@@ -25,7 +26,8 @@ class VDETR(BaseModel):
 
     ``forward(inputs, data_samples, mode)``: inputs (B, N, 3 + C) points (xyz in metres, then C features) or
     ``dict(points=...)``; 'loss' -> the weighted losses (targets ``gt_boxes`` (G, 7), ``gt_labels`` (G,) per scene);
-    'predict' -> per scene ``dict(boxes (Q, 7), scores (Q,), labels (Q,))`` (plus the sample's ``scene_id``);
+    'predict' -> per scene ``dict(boxes (D, 7), scores (D,), labels (D,))`` after 3DETR's post-processing
+    (:func:`~vispe.models.vdetr.postprocess.detections`: per-class proposals, same-class NMS), plus ``scene_id``;
     'tensor' -> the raw outputs (logits (L, B, Q, K+1), boxes (L, B, Q, 7), the proposal stage's tensors).
 
     Args:
@@ -36,11 +38,12 @@ class VDETR(BaseModel):
         decoder: :class:`~vispe.models.vdetr.BoxRefinementDecoder` arguments (``encoding=dict(type=...)``).
         num_queries: proposals kept as queries.
         loss: :class:`~vispe.models.vdetr.BoxSetCriterion` weights.
+        test_cfg: post-processing (``per_class`` True, ``nms_iou`` 0.25, ``score_threshold`` 0.05: 3DETR's).
     """
 
     def __init__(self, num_classes: int, backbone: dict | None = None, embed_dim: int = 256,
                  encoder: dict | None = None, decoder: dict | None = None, num_queries: int = 128,
-                 loss: dict | None = None, data_preprocessor: dict | None = None,
+                 loss: dict | None = None, test_cfg: dict | None = None, data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.backbone = MODELS.build(dict(type='PointSetAbstraction', **(backbone or {})))
@@ -61,6 +64,7 @@ class VDETR(BaseModel):
         self.num_classes = num_classes
         self.num_queries = num_queries
         self.criterion = BoxSetCriterion(num_classes, **(loss or {}))
+        self.test_cfg = dict(test_cfg or {})
 
     def check_points(self, points: torch.Tensor) -> None:
         if not isinstance(points, torch.Tensor) or points.ndim != 3:
@@ -132,10 +136,10 @@ class VDETR(BaseModel):
             return outputs
         if mode == 'loss':
             return self.criterion(outputs, self.targets(data_samples, points.device))
-        scores, labels = outputs['logits'][-1].float().softmax(-1)[..., :-1].max(-1)
+        class_probs = outputs['logits'][-1].float().softmax(-1)[..., :-1]
         results = []
         for index in range(len(points)):
-            result = dict(boxes=outputs['boxes'][-1, index].float(), scores=scores[index], labels=labels[index])
+            result = detections(outputs['boxes'][-1, index].float(), class_probs[index], **self.test_cfg)
             if data_samples is not None and 'scene_id' in data_samples[index]:
                 result['scene_id'] = data_samples[index]['scene_id']
             results.append(result)
