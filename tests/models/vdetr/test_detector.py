@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from mmengine.config import Config
 
 from vispe.encodings import VertexRPE
 from vispe.models.vdetr import VDETR
+from vispe.registry import MODELS
+
+from ...conftest import REPO_ROOT
 
 SMALL = dict(backbone=dict(in_channels=3, channels=(16, 32), num_samples=64, radius=0.4, group_size=8),
              embed_dim=32, encoder=dict(depth=1, num_heads=2, mlp_dim=32), num_queries=16)
@@ -77,3 +81,12 @@ def test_bad_input_is_named() -> None:
         model(points, [dict(sample, gt_labels=torch.tensor([0, 3])) for sample in samples], mode='loss')
     with pytest.raises(ValueError, match='num_queries'):
         VDETR(num_classes=3, **{**SMALL, 'num_queries': 65})
+
+
+@pytest.mark.parametrize('config', sorted((REPO_ROOT / 'configs' / 'vdetr').glob('*.py')), ids=lambda path: path.stem)
+def test_every_config_builds_its_model_and_names_its_encoding(config) -> None:
+    cfg = Config.fromfile(config)
+    model = MODELS.build(cfg.model)
+    expected = {'vertex-rpe': 'VertexRPE', 'fourier-xyz': 'FourierXYZ', 'sincos-xyz': 'SinCosXYZ', 'nope': 'NoPE'}
+    assert type(model.decoder.encoding).__name__ == expected[config.stem.split('_')[1]]
+    assert cfg.val_evaluator['type'] == 'IndoorAP' and len(cfg.val_evaluator['classes']) == model.num_classes
