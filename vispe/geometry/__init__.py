@@ -10,6 +10,8 @@ from vispe.geometry.boxes import (
 from vispe.geometry.frustum import (depth_bins, depth_map_points, frustum_pixels, frustum_points, homogeneous_pixels,
                                     lift, normalize_points)
 from vispe.geometry.iou3d import axis_aligned_iou3d, rotated_iou3d
+from vispe.geometry.point_cloud import (POINT_CLOUD_SUFFIXES, PointCloudFileError, estimate_normals, knn, read_points,
+                                        voxel_down_sample, write_points)
 from vispe.geometry.point_sampling import ball_query, farthest_point_sample, group_points
 from vispe.geometry.augment import SceneTransform, crop_cameras, hflip_cameras, resize_cameras, transform_intrinsics
 
@@ -20,4 +22,6 @@ __all__ = ['Positions', 'feature_grid_size', 'grid_coords', 'pad_prefix', 'pairw
            'depth_bins', 'depth_map_points', 'frustum_pixels', 'frustum_points', 'homogeneous_pixels', 'lift',
            'normalize_points',
            'axis_aligned_iou3d', 'ball_query', 'farthest_point_sample', 'group_points', 'rotated_iou3d',
+           'POINT_CLOUD_SUFFIXES', 'PointCloudFileError', 'estimate_normals', 'knn', 'read_points',
+           'voxel_down_sample', 'write_points',
            'SceneTransform', 'crop_cameras', 'hflip_cameras', 'resize_cameras', 'transform_intrinsics']

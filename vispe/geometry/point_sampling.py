@@ -41,11 +41,13 @@ def farthest_point_sample(xyz: torch.Tensor, num_samples: int) -> torch.Tensor:
 
 def ball_query(radius: float, group_size: int, xyz: torch.Tensor, centres: torch.Tensor,
                chunk: int = 512) -> torch.Tensor:
-    """Indices (B, M, group_size) int64 of the first ``group_size`` points (in index order) within ``radius`` of
-    each centre, as PointNet++'s ball query; a group with fewer points repeats its first one. A centre with no
-    point within the radius (possible only when the centres are not among the points) takes its nearest point.
+    """Indices (B, M, group_size) int64 of the first ``group_size`` points (in index order) closer than ``radius``
+    to each centre (strictly, as PointNet++'s CUDA ball query); a group with fewer points repeats its first one. A
+    centre with no point that close (possible only when the centres are not among the points) takes its nearest.
 
-    The distances are computed ``chunk`` centres at a time, (B, chunk, N) floats each.
+    Memory: ``chunk`` centres at a time, about 13 bytes per (centre, point) pair (float32 distance, bool mask,
+    int64 rank): B * chunk * N * 13 bytes, 1 GB at B = 8, N = 20k, chunk = 512, whatever M; lower ``chunk`` for
+    larger clouds.
 
     Args:
         radius: the ball's radius (> 0).
@@ -55,6 +57,9 @@ def ball_query(radius: float, group_size: int, xyz: torch.Tensor, centres: torch
     """
     _check_points('ball_query: xyz', xyz)
     _check_points('ball_query: centres', centres)
+    if centres.shape[0] != xyz.shape[0]:
+        raise ValueError(f'ball_query: centres {tuple(centres.shape)} and xyz {tuple(xyz.shape)} must have the same '
+                         f'batch size B.')
     if radius <= 0 or group_size < 1:
         raise ValueError(f'ball_query needs radius > 0 and group_size >= 1; got {radius} and {group_size}.')
     count = xyz.shape[1]
@@ -62,7 +67,7 @@ def ball_query(radius: float, group_size: int, xyz: torch.Tensor, centres: torch
     groups = []
     for start in range(0, centres.shape[1], chunk):
         distances = torch.cdist(centres[:, start:start + chunk], xyz)
-        ranks = torch.where(distances <= radius, order, count)
+        ranks = torch.where(distances < radius, order, count)
         first = ranks.topk(min(group_size, count), dim=-1, largest=False, sorted=True).values
         lead = torch.where(first[..., :1] < count, first[..., :1], distances.argmin(-1, keepdim=True))
         first = torch.where(first < count, first, lead)
@@ -73,7 +78,10 @@ def ball_query(radius: float, group_size: int, xyz: torch.Tensor, centres: torch
 
 
 def group_points(features: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Gather (B, M, k, C) rows of features (B, N, C) at index (B, M, k)."""
+    """Gather (B, M, k, C) rows of features (B, N, C) at index (B, M, k) int64 (e.g. :func:`ball_query`'s)."""
+    if features.ndim != 3 or index.ndim != 3 or index.shape[0] != features.shape[0] or index.dtype != torch.int64:
+        raise ValueError(f'group_points takes features (B, N, C) and int64 index (B, M, k) with the same B; got '
+                         f'{tuple(features.shape)} and {tuple(index.shape)} {index.dtype}.')
     batch, groups, size = index.shape
     flat = index.reshape(batch, groups * size, 1).expand(-1, -1, features.shape[-1])
     return torch.gather(features, 1, flat).reshape(batch, groups, size, features.shape[-1])
