@@ -2,6 +2,11 @@
 box parameterisation, post-processing and the metric), and a config trains and validates through mmengine."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
+import numpy as np
 import pytest
 import torch
 
@@ -11,6 +16,7 @@ from vispe.datasets.pt_scenes.room import RoomConfig
 from vispe.datasets.pt_scenes.scan import ScanConfig
 from vispe.engine import build_runner, load_config
 from vispe.evaluation import IndoorAP
+from vispe.geometry import read_points, write_points
 from vispe.models.vdetr import VDETR
 
 from ...conftest import REPO_ROOT
@@ -69,3 +75,21 @@ def test_config_trains_validates_and_keeps_the_best_checkpoint(rooms, tmp_path) 
     assert (tmp_path / 'best.pth').is_file()
     metrics = runner.test()
     assert 0.0 <= metrics['indoor/mAP50'] <= 1.0 and 'indoor/AP25_bunny' in metrics
+
+    scene = np.load(next((rooms / 'scannet_train_detection_data').glob('*_vert.npy')), allow_pickle=False)
+    scan = tmp_path / 'scan.ply'
+    write_points(scan, torch.from_numpy(scene[:, :3] * 1000), torch.from_numpy(scene[:, 3:6] / 255))
+    flat = {f'model.{key}.{name}': value for key, part in SMALL_MODEL.items() if isinstance(part, dict)
+            for name, value in part.items()}
+    flat.update({f'model.{key}': part for key, part in SMALL_MODEL.items() if not isinstance(part, dict)})
+    flat.update({'model.decoder.depth': 1, 'test_dataloader.dataset.num_points': 2048})
+    options = [f'{key}={json.dumps(value).replace(" ", "")}' for key, value in flat.items()]
+    result = subprocess.run([sys.executable, str(REPO_ROOT / 'tools' / 'infer_points.py'), str(cfg.filename),
+                             str(tmp_path / 'best.pth'), str(scan), '--units', '0.001', '--score-threshold', '0',
+                             '--out', str(tmp_path / 'boxes'), '--cfg-options', *options],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    boxes = json.loads((tmp_path / 'boxes.json').read_text())['boxes']
+    assert boxes and {'center', 'size', 'yaw', 'label', 'score'} <= set(boxes[0])
+    assert max(abs(value) for box in boxes for value in box['center']) > 100  # back in the scan's millimetres
+    assert len(read_points(tmp_path / 'boxes.ply')['xyz']) > len(scene)
