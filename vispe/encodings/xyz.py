@@ -60,15 +60,17 @@ def sincos_xyz_embedding(unit_xyz: torch.Tensor, dim: int, temperature: float = 
 
 
 class XYZEncoding(PositionEncoding):
-    """An absolute encoding of normalised xyz: :meth:`table` per token set, added to the positioned tokens by
-    :meth:`embed` (prefix tokens unchanged)."""
+    """An absolute encoding of normalised xyz: a subclass's ``embedding(unit_xyz)`` ((B, N, 3) in [0, 1] -> (B, N, C))
+    of the positioned tokens, built once per forward by :meth:`table` and added to them by :meth:`embed` (prefix
+    tokens unchanged)."""
 
     family: ClassVar[str] = 'absolute'
     requires: ClassVar[tuple[str, ...]] = ('points', 'bounds')
 
     def table(self, pos: Positions) -> torch.Tensor:
-        """(B, N, C) float32 embedding of the positioned tokens."""
-        raise NotImplementedError
+        """(B, N, C) float32 embedding of the positioned tokens (per forward, in ``pos.memo``)."""
+        name = type(self).__name__
+        return pos.memo((name, id(self)), lambda: self.embedding(normalized_coords(pos, name).float()))
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         prefix, tokens = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
@@ -100,11 +102,9 @@ class FourierXYZ(XYZEncoding):
         self.embed_dim = embed_dim
         self.register_buffer('gauss_B', torch.randn(3, embed_dim // 2) * gauss_scale)
 
-    def table(self, pos: Positions) -> torch.Tensor:
-        def build() -> torch.Tensor:
-            projected = (normalized_coords(pos, 'FourierXYZ').float() * (2 * math.pi)) @ self.gauss_B.float()
-            return torch.cat([projected.sin(), projected.cos()], dim=-1)
-        return pos.memo(('fourier_xyz', id(self)), build)
+    def embedding(self, unit_xyz: torch.Tensor) -> torch.Tensor:
+        projected = (unit_xyz * (2 * math.pi)) @ self.gauss_B.float()
+        return torch.cat([projected.sin(), projected.cos()], dim=-1)
 
     def extra_repr(self) -> str:
         return f'embed_dim={self.embed_dim}'
@@ -133,9 +133,8 @@ class SinCosXYZ(XYZEncoding):
         self.embed_dim = embed_dim
         self.temperature = temperature
 
-    def table(self, pos: Positions) -> torch.Tensor:
-        return pos.memo(('sincos_xyz', id(self)), lambda: sincos_xyz_embedding(
-            normalized_coords(pos, 'SinCosXYZ'), self.embed_dim, self.temperature))
+    def embedding(self, unit_xyz: torch.Tensor) -> torch.Tensor:
+        return sincos_xyz_embedding(unit_xyz, self.embed_dim, self.temperature)
 
     def extra_repr(self) -> str:
         return f'embed_dim={self.embed_dim}, temperature={self.temperature}'

@@ -32,7 +32,8 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 from PIL import Image
 
-from vispe.datasets.mv_scenes.errors import DatasetExistsError, DegenerateBoxError, EmptySceneError
+from vispe.datasets.output_folder import prepare_output_folder
+from vispe.datasets.mv_scenes.errors import DegenerateBoxError, EmptySceneError
 from vispe.datasets.mv_scenes.layout import LayoutConfig, points_in_boxes, sample_layout
 from vispe.datasets.mv_scenes.meshes import CLASS_MESHES, CanonicalMesh, load_class_meshes
 from vispe.datasets.mv_scenes.render import SceneRenderer
@@ -269,22 +270,6 @@ class _Summary:
             self.redrawn[make_token(seed, 'sample', split, record.scene_name, record.position)] = record.redraws
 
 
-def _prepare(root: Path, partial: Path, overwrite: bool) -> None:
-    """Refuse an existing root (unless ``overwrite`` and it is an mv-scenes root) and clear a stale partial."""
-    if root.exists():
-        if not overwrite:
-            raise DatasetExistsError(f'{root} already exists: pass --overwrite (overwrite=True) to replace it, or '
-                                     f'choose another --root')
-        if not (root / INFO_FILE).is_file():
-            raise DatasetExistsError(f'{root} exists but is not an mv-scenes data set (no {INFO_FILE}); it is not '
-                                     f'replaced: remove it yourself or choose another --root')
-    if partial.exists():
-        if not (partial / PARTIAL_MARKER).is_file():
-            raise DatasetExistsError(f'{partial} exists but was not left by an mv-scenes conversion (no '
-                                     f'{PARTIAL_MARKER}); remove it yourself or choose another --root')
-        shutil.rmtree(partial)
-
-
 def convert(root: str | Path, train: int = 2000, val: int = 300, test: int | None = None, *,
             config: ConversionConfig = ConversionConfig(), workers: int = 1, overwrite: bool = False,
             progress: bool = True, roots: dict[str, Path | None] | None = None,
@@ -312,7 +297,7 @@ def convert(root: str | Path, train: int = 2000, val: int = 300, test: int | Non
         raise ValueError(f'need at least one train and one val sample, got train={train}, val={val}')
     meshes = load_class_meshes(roots=roots)
     tasks = plan_tasks(counts)
-    _prepare(root, partial, overwrite)
+    prepare_output_folder(root, partial, overwrite, INFO_FILE, PARTIAL_MARKER, 'an mv-scenes', '--root')
     partial.mkdir(parents=True)
     (partial / PARTIAL_MARKER).write_text('an mv-scenes conversion is writing here; a rerun removes this folder\n')
     try:

@@ -33,7 +33,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from vispe.datasets.mv_scenes.errors import DatasetExistsError, DegenerateBoxError, EmptySceneError
+from vispe.datasets.output_folder import prepare_output_folder
+from vispe.datasets.mv_scenes.errors import DegenerateBoxError, EmptySceneError
 from vispe.datasets.mv_scenes.meshes import CanonicalMesh, load_class_meshes
 from vispe.datasets.pt_scenes.classes import BACKGROUND_ID, CLASS_IDS, CLASS_MESHES
 from vispe.datasets.pt_scenes.room import RoomConfig, sample_room
@@ -221,22 +222,6 @@ class _Summary:
         return result
 
 
-def _prepare(root: Path, partial: Path, overwrite: bool) -> None:
-    """Refuse an existing root (unless ``overwrite`` and it is a pt-scenes root) and clear a stale partial."""
-    if root.exists():
-        if not overwrite:
-            raise DatasetExistsError(f'{root} already exists: pass --overwrite (overwrite=True) to replace it, or '
-                                     f'choose another --out')
-        if not (root / INFO_FILE).is_file():
-            raise DatasetExistsError(f'{root} exists but is not a pt-scenes data set (no {INFO_FILE}); it is not '
-                                     f'replaced: remove it yourself or choose another --out')
-    if partial.exists():
-        if not (partial / PARTIAL_MARKER).is_file():
-            raise DatasetExistsError(f'{partial} exists but was not left by a pt-scenes conversion (no '
-                                     f'{PARTIAL_MARKER}); remove it yourself or choose another --out')
-        shutil.rmtree(partial)
-
-
 def convert(root: str | Path, train: int = 800, val: int = 100, test: int = 100, *,
             config: ConversionConfig = ConversionConfig(), workers: int = 1, overwrite: bool = False,
             progress: bool = True, roots: dict[str, Path | None] | None = None,
@@ -264,7 +249,7 @@ def convert(root: str | Path, train: int = 800, val: int = 100, test: int = 100,
     root = Path(root)
     partial = root.with_name(root.name + '.partial')
     meshes = load_class_meshes(CLASS_MESHES, roots)
-    _prepare(root, partial, overwrite)
+    prepare_output_folder(root, partial, overwrite, INFO_FILE, PARTIAL_MARKER, 'a pt-scenes', '--out')
     folder = partial / POINTS_DIR
     folder.mkdir(parents=True)
     (partial / PARTIAL_MARKER).write_text('a pt-scenes conversion is writing here; a rerun removes this folder\n')
