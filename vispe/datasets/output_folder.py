@@ -25,3 +25,17 @@ def prepare_output_folder(root: Path, partial: Path, overwrite: bool, info_file:
             raise DatasetExistsError(f'{partial} exists but was not left by {set_name} conversion (no '
                                      f'{partial_marker}); remove it yourself or choose another {option}')
         shutil.rmtree(partial)
+
+
+def publish_output_folder(partial: Path, root: Path, partial_marker: str) -> None:
+    """Move a finished ``partial`` folder (its marker removed) to ``root``, replacing an existing set only once the
+    new one is complete: the old set is renamed aside, the new one renamed into place, then the old one removed."""
+    (partial / partial_marker).unlink()
+    if root.exists():
+        old = root.with_name(root.name + '.old')
+        shutil.rmtree(old, ignore_errors=True)
+        root.rename(old)
+        partial.rename(root)
+        shutil.rmtree(old)
+    else:
+        partial.rename(root)

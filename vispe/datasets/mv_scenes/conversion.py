@@ -32,7 +32,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 from PIL import Image
 
-from vispe.datasets.output_folder import prepare_output_folder
+from vispe.datasets.output_folder import prepare_output_folder, publish_output_folder
 from vispe.datasets.mv_scenes.errors import DegenerateBoxError, EmptySceneError
 from vispe.datasets.mv_scenes.layout import LayoutConfig, points_in_boxes, sample_layout
 from vispe.datasets.mv_scenes.meshes import CLASS_MESHES, CanonicalMesh, load_class_meshes
@@ -321,15 +321,7 @@ def convert(root: str | Path, train: int = 2000, val: int = 300, test: int | Non
                              for spec, mesh in zip(CLASS_MESHES, meshes)],
                     **asdict(summary))
         (partial / INFO_FILE).write_text(json.dumps(info, indent=1))
-        (partial / PARTIAL_MARKER).unlink()
-        if root.exists():
-            old = root.with_name(root.name + '.old')
-            shutil.rmtree(old, ignore_errors=True)
-            root.rename(old)
-            partial.rename(root)
-            shutil.rmtree(old)
-        else:
-            partial.rename(root)
+        publish_output_folder(partial, root, PARTIAL_MARKER)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

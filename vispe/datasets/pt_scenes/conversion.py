@@ -33,7 +33,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from vispe.datasets.output_folder import prepare_output_folder
+from vispe.datasets.output_folder import prepare_output_folder, publish_output_folder
 from vispe.datasets.mv_scenes.errors import DegenerateBoxError, EmptySceneError
 from vispe.datasets.mv_scenes.meshes import CanonicalMesh, load_class_meshes
 from vispe.datasets.pt_scenes.classes import BACKGROUND_ID, CLASS_IDS, CLASS_MESHES
@@ -271,15 +271,7 @@ def convert(root: str | Path, train: int = 800, val: int = 100, test: int = 100,
             names = [r.name for r in summary.records if r.split == split]
             (partial / SPLIT_FILE.format(split=split)).write_text(''.join(f'{name}\n' for name in names))
         (partial / INFO_FILE).write_text(json.dumps(info, indent=1))
-        (partial / PARTIAL_MARKER).unlink()
-        if root.exists():
-            old = root.with_name(root.name + '.old')
-            shutil.rmtree(old, ignore_errors=True)
-            root.rename(old)
-            partial.rename(root)
-            shutil.rmtree(old)
-        else:
-            partial.rename(root)
+        publish_output_folder(partial, root, PARTIAL_MARKER)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
