@@ -45,6 +45,14 @@ The table shows nuScenes mAP (nusc/mAP); CSV and JSON hold every metric (NDS, mA
 the devkit's devkit/*). ``--group-seeds`` reports runs named ``<name>_s<seed>`` as mean and spread
 (max - min over the seeds) per group, in the table, ``<out>.seeds.csv`` and the JSON; the figure has one panel
 per rig and intrinsics scale.
+
+Point-cloud 3D detectors (V-DETR, a VDETR config) have two axes, and every combination is evaluated
+(:mod:`vispe.evaluation.point_sweep`): ``--point-density`` scales the points per scene (0.5: half the config's
+``num_points``), ``--scene-scale`` multiplies the room, its objects and their boxes. The table shows IndoorAP's
+mAP25 and mAP50 (3DETR's AP at 3D IoU 0.25 / 0.5); CSV and JSON hold per-class AP and AR:
+
+    python tools/eval_resolution.py work_dirs/vdetr-s_*_pt-scenes_s* --point-density 0.5 1 2 \
+        --scene-scale 1 1.5 --group-seeds --out results/vdetr_sweep
 """
 from __future__ import annotations
 
@@ -68,6 +76,7 @@ from vispe.engine import load_config, named_unknown_types
 from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, reported_by,
                                     run_main, writable_output)
 from vispe.evaluation import multiview_sweep as sweep
+from vispe.evaluation import point_sweep
 from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
 from vispe.evaluation.tuning import Knob, applied, coordinate_search, tunable_knobs
 from vispe.evaluation.sweep_report import sweep_table, write_sweep_outputs
@@ -90,8 +99,9 @@ def parse_args() -> argparse.Namespace:
     integers, counts are positive and the output folder can be created."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('runs', nargs='+', help='work dirs, or CONFIG::CHECKPOINT pairs')
-    parser.add_argument('--sizes', type=positive_int, nargs='+', required=True,
-                        help='test sizes: the image side (classifiers), the shorter side (DETR), or for multi-view 3D '
+    parser.add_argument('--sizes', type=positive_int, nargs='+', default=None,
+                        help='image runs (required for them): test sizes: the image side (classifiers), the shorter '
+                             'side (DETR), or for multi-view 3D '
                              'runs the image height, the width following the config\'s test aspect ratio: W = '
                              'round(H * W0 / H0), e.g. (90, 160): 72 -> 72x128, 126 -> 126x224')
     parser.add_argument('--encoding-options', nargs='*', default=[], metavar='SIZE:NAME=VALUE',
@@ -109,6 +119,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--rigs', type=sweep.rig_name, nargs='+', default=None, metavar='RIG',
                         help='multi-view 3D runs: train (the training rig on held-out scenes, split test-rig1) and/or '
                              'other (the second rig, split val). Default: the config\'s test split')
+    parser.add_argument('--point-density', type=positive_float, nargs='+', default=None, metavar='D',
+                        help='point-cloud runs: points per scene times D (default 1)')
+    parser.add_argument('--scene-scale', type=positive_float, nargs='+', default=None, metavar='S',
+                        help='point-cloud runs: scenes (points and boxes) times S (default 1)')
     parser.add_argument('--group-seeds', action='store_true',
                         help='report runs named <name>_s<seed> as the mean and spread (max - min) over their seeds')
     parser.add_argument('--tune', action='store_true',
@@ -120,7 +134,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--out', type=Path, default=Path('results/extrapolation'))
     args = parser.parse_args()
     with reported_by(parser):
-        check_distinct('--sizes', args.sizes)
+        check_distinct('--sizes', args.sizes or [])
+        check_distinct('--point-density', args.point_density or [])
+        check_distinct('--scene-scale', args.scene_scale or [])
         check_distinct('--intrinsics-scale', args.intrinsics_scale or [])
         check_distinct('--rigs', args.rigs or [])
         writable_output(args.out, '--out', suffixes=('.csv', '.seeds.csv', '.json', '.png'))
@@ -463,22 +479,60 @@ def evaluate_multiview(args: argparse.Namespace, runs: list[Run], run_configs: l
     return 0
 
 
+def evaluate_points(args: argparse.Namespace, runs: list[Run], run_configs: list[Config]) -> int:
+    """V-DETR runs: IndoorAP at every (scene scale, point density) of the sweep."""
+    refused = [('--sizes', args.sizes), ('--intrinsics-scale', args.intrinsics_scale), ('--rigs', args.rigs),
+               ('--encoding-options', args.encoding_options or None), ('--subset', args.subset),
+               ('--tune', args.tune or None), ('--eval-mode', None if args.eval_mode == 'upsample' else args.eval_mode)]
+    for option, value in refused:
+        if value is not None:
+            raise InvalidArgument(option, value, 'point-cloud runs are swept over --point-density and --scene-scale',
+                                  f'leave out {option}')
+    labels = [run.label for run in runs]
+    check_distinct('runs', labels)
+    configs = dict(zip(labels, run_configs))
+    groups = sweep.seed_groups(labels, configs) if args.group_seeds else None
+    quiet_logger()
+    point_sweep.evaluate_point_runs(runs, configs, args.point_density or [1.0], args.scene_scale or [1.0],
+                                    args.batch_size, evaluate)
+    results = {run.label: run.results for run in runs}
+    summaries = {group.label: sweep.group_summary(group, results) for group in groups} if groups else None
+    print(point_sweep.point_table(results, groups, summaries))
+    written = point_sweep.write_point_outputs(args.out, command_line(), runs, configs, groups, summaries)
+    print(f'wrote {", ".join(map(str, written))}')
+    return 0
+
+
+def one_kind(runs: list[Run], configs: list[Config], is_kind: Any, kind: str) -> bool:
+    """Whether the runs are all of a kind (``is_kind(cfg)``); a mix is refused."""
+    of_kind = [run.label for run, cfg in zip(runs, configs) if is_kind(cfg)]
+    if of_kind and len(of_kind) < len(runs):
+        raise InvalidArgument('runs', [run.label for run in runs], f'{", ".join(of_kind)} are {kind} and the others '
+                              f'are not', 'evaluate them in separate calls')
+    return bool(of_kind)
+
+
 def main() -> int:
     args = parse_args()
     runs = [resolve_run(spec, args.checkpoint_name) for spec in args.runs]
     configs = [load_config(run.config) for run in runs]
-    multiview = [run.label for run, cfg in zip(runs, configs) if sweep.is_multiview_config(cfg)]
-    if multiview and len(multiview) < len(runs):
-        raise InvalidArgument('runs', [run.label for run in runs], f'{", ".join(multiview)} are multi-view 3D '
-                              f'detectors and the others are not', 'evaluate them in separate calls')
-    if multiview:
+    if one_kind(runs, configs, point_sweep.is_point_config, 'point-cloud detectors'):
+        return evaluate_points(args, runs, configs)
+    given = [name for name, value in (('--point-density', args.point_density), ('--scene-scale', args.scene_scale))
+             if value]
+    if given:
+        raise InvalidArgument(given[0], [run.label for run in runs], f'{given[0]} is for point-cloud runs (VDETR '
+                              f'configs) and these runs are not', f'leave out {given[0]}')
+    if args.sizes is None:
+        raise InvalidArgument('--sizes', '(none)', 'image runs are evaluated at given input sizes',
+                              'give them, e.g. --sizes 28 42 56')
+    if one_kind(runs, configs, sweep.is_multiview_config, 'multi-view 3D detectors'):
         return evaluate_multiview(args, runs, configs)
     given = [name for name, value in (('--intrinsics-scale', args.intrinsics_scale), ('--rigs', args.rigs)) if value]
     if given:
         raise InvalidArgument(given[0], [run.label for run in runs], f'{given[0]} is for multi-view 3D runs '
                               f'(PETRDetector configs) and these runs are not', f'leave out {given[0]}')
     return evaluate_single_view(args, runs, configs)
-
 
 if __name__ == '__main__':
     run_main(main)

@@ -25,6 +25,15 @@ highest-scoring query is drawn:
 
     python tools/vis_attention.py configs/petr/petr-r18_petr-lid_mv-scenes.py work_dirs/.../best.pth \
         --scene 0 --decoder-query 5 --layers 0 -1 --out petr_attention.png
+
+Point-cloud 3D detectors (V-DETR configs): scene ``--scene N`` of the config's test split (or ``--split``) goes
+through the detector with its decoder's cross-attention captured; per layer of ``--layers`` (and per head with
+``--heads all`` or head indices) a 3D view and a top view show the scene's points in grey, the point tokens coloured
+by the attention of object query ``--decoder-query Q`` (the most confident query without it), the ground-truth
+boxes in green and the box the query predicts at that layer in red:
+
+    python tools/vis_attention.py configs/vdetr/vdetr-s_vertex-rpe_pt-scenes.py work_dirs/.../best.pth \
+        --scene 0 --decoder-query 3 --layers 0 -1 --out vdetr_attention.png
 """
 from __future__ import annotations
 
@@ -44,6 +53,7 @@ from vispe.engine.arguments import (InvalidArgument, check_indices, check_query,
 from vispe.datasets.coco_detection import IMAGENET_MEAN, IMAGENET_STD, detection_image, load_coco
 from vispe.models.detr import DETR
 from vispe.models.petr import PETRDetector
+from vispe.models.vdetr import VDETR
 from vispe.registry import DATASETS, MODELS
 from vispe.visualization import (attention_rollout, capture_attention, capture_cross_attention, overlay, query_index,
                                  query_map)
@@ -52,6 +62,7 @@ from vispe.visualization.multiview import (box_segments, camera_colors, draw_bev
                                            show_image)
 from vispe.visualization.multiview_attention import QueryAttention, query_attention
 from vispe.visualization.multiview_scene import MultiViewSample, Progress, load_sample
+from vispe.visualization.point_attention import draw_point_attention, point_query_attention
 
 Panel = tuple[int, np.ndarray, dict[str, torch.Tensor], list[tuple[str, list[float]]]]
 Heads = str | list[int]
@@ -92,9 +103,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--decoder-query', type=non_negative_int, default=None,
                         help='detectors: draw the decoder cross-attention of this object query (PETR: default the '
                              'highest-scoring one)')
-    parser.add_argument('--scene', type=non_negative_int, default=None, help='PETR: sample index in the split (0)')
-    parser.add_argument('--split', default=None, help="PETR: data split (default: the config's test split)")
-    parser.add_argument('--data-root', type=Path, default=None, help="PETR: default the config's data_root")
+    parser.add_argument('--scene', type=non_negative_int, default=None,
+                        help='PETR / V-DETR: sample index in the split (0)')
+    parser.add_argument('--split', default=None, help="PETR / V-DETR: data split (default: the config's test split)")
+    parser.add_argument('--data-root', type=Path, default=None, help="PETR / V-DETR: default the config's data_root")
     parser.add_argument('--out', type=Path, default=Path('attention.png'))
     args = parser.parse_args(argv)
     with reported_by(parser):
@@ -107,7 +119,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def check_model(args: argparse.Namespace, model: torch.nn.Module) -> None:
     """--layers, --decoder-query and --query against the built model, before any image is processed
     (a DETR encoder's ROW,COL depends on each size's feature grid: checked per size)."""
-    if isinstance(model, PETRDetector):
+    if isinstance(model, (PETRDetector, VDETR)):
         check_multiview(args, model)
         return
     for option, value in (('--scene', args.scene), ('--split', args.split), ('--data-root', args.data_root)):
@@ -143,12 +155,13 @@ def check_heads(heads: Heads, model: torch.nn.Module) -> None:
         check_indices('--heads', heads, num_heads, 'attention heads', negative=False)
 
 
-def check_multiview(args: argparse.Namespace, model: PETRDetector) -> None:
-    """The options of a multi-view detector: its decoder's queries, layers and heads; no 2D-only option."""
+def check_multiview(args: argparse.Namespace, model: PETRDetector | VDETR) -> None:
+    """The options of a 3D detector (multi-view or point cloud): its decoder's queries, layers and heads; no
+    2D-only option."""
     for option, value in (('--sizes', args.sizes), ('--image', args.image), ('--rollout', args.rollout or None)):
         if value is not None:
-            raise InvalidArgument(option, value, 'a multi-view detector draws a sample of its data set at the '
-                                  'config\'s image size', f'leave out {option} and pick the sample with --scene')
+            raise InvalidArgument(option, value, f'a 3D detector ({type(model).__name__}) draws a sample of its data '
+                                  f'set as the config reads it', f'leave out {option} and pick the sample with --scene')
     if args.decoder_query is not None:
         check_indices('--decoder-query', [args.decoder_query], model.num_queries,
                       'object queries', negative=False)
@@ -378,14 +391,40 @@ def multiview_figure(args: argparse.Namespace, cfg: Config, model: PETRDetector)
           f'{found.score:.3f}, box (x, y, z, l, w, h, yaw) {[round(v, 2) for v in found.box.tolist()]}')
 
 
+def point_figure(args: argparse.Namespace, cfg: Config, model: VDETR) -> None:
+    """A V-DETR config: the scene (checked before the weights load), the query's attention, the figure."""
+    from vispe.datasets.point_scenes import pointscenes_collate
+    dataset_cfg = dict(cfg.test_dataloader.dataset, train_augment=False)
+    for option, key in (('--split', 'split'), ('--data-root', 'data_root')):
+        value = getattr(args, key)
+        if value is not None:
+            dataset_cfg[key] = str(value)
+    with named_unknown_types():
+        dataset = DATASETS.build(dataset_cfg)
+    scene = args.scene or 0
+    check_indices('--scene', [scene], len(dataset), f'scenes of split {dataset_cfg.get("split")!r}', negative=False)
+    batch = pointscenes_collate([dataset[scene]])
+    vispe.load_checkpoint(model, args.checkpoint)
+    found = point_query_attention(model, batch['inputs']['points'], args.layers, args.decoder_query)
+    sample = batch['data_samples'][0]
+    classes = dataset.metainfo.get('classes', ())
+    name = classes[found.label] if found.label < len(classes) else f'label {found.label}'
+    title = (f'{Path(args.config).stem}: scene {sample["scene_id"]}, decoder query {found.query}'
+             f'{" (the most confident)" if found.chosen else ""}: {name} {found.score:.3f}')
+    draw_point_attention(found, batch['inputs']['points'][0], sample['gt_boxes'], args.heads, title, args.out)
+    last = found.boxes[max(found.boxes)]
+    print(f'decoder query {found.query}{" (the most confident query)" if found.chosen else ""}: {name} '
+          f'{found.score:.3f}, box (x, y, z, l, w, h, yaw) {[round(v, 2) for v in last.tolist()]}')
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     cfg = load_config(args.config)
     with named_unknown_types():
         model = MODELS.build(cfg.model).eval()
     check_model(args, model)
-    if isinstance(model, PETRDetector):
-        multiview_figure(args, cfg, model)
+    if isinstance(model, (PETRDetector, VDETR)):
+        (multiview_figure if isinstance(model, PETRDetector) else point_figure)(args, cfg, model)
         print(f'wrote {args.out}')
         return 0
     vispe.load_checkpoint(model, args.checkpoint)

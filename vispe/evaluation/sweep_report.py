@@ -20,8 +20,9 @@ from mmengine.config import Config
 
 from vispe.evaluation.multiview_sweep import PRIMARY_METRIC, SPREAD, SeedGroup, SweepPoint
 
-__all__ = ['group_csv_rows', 'json_safe', 'metric_names', 'plot_sweep', 'run_csv_rows', 'sha256', 'sweep_table',
-           'write_atomically', 'write_csv', 'write_json', 'write_sweep_outputs']
+__all__ = ['group_csv_rows', 'json_safe', 'metric_names', 'plot_sweep', 'run_csv_rows', 'run_record',
+           'seed_group_records', 'sha256', 'sweep_table', 'write_atomically', 'write_csv', 'write_json',
+           'write_sweep_outputs']
 
 Results = Mapping[str, Mapping[SweepPoint, Mapping[str, float]]]
 Summaries = Mapping[str, Mapping[SweepPoint, Mapping[str, tuple[float, float]]]]
@@ -202,6 +203,25 @@ def plot_sweep(path: Path, results: Results, train_heights: Mapping[str, int | N
         plt.close(figure)
 
 
+def run_record(run: Any, cfg: Config, axes: Sequence[str], **extra: Any) -> dict[str, Any]:
+    """A run's JSON record: label, config, checkpoint and its SHA-256, ``extra``, the test set's options but the
+    swept ``axes``, and per point its ``record()`` and metrics."""
+    return dict(label=run.label, config=str(run.config), checkpoint=str(run.checkpoint),
+                checkpoint_sha256=sha256(run.checkpoint), **extra,
+                dataset={k: v for k, v in cfg.test_dataloader.dataset.items() if k not in axes},
+                results=[dict(**point.record(), metrics=metrics) for point, metrics in run.results.items()])
+
+
+def seed_group_records(groups: Sequence[SeedGroup], summaries: Mapping[str, Mapping[Any, Mapping[str, tuple]]]
+                       ) -> list[dict[str, Any]]:
+    """Per seed group its JSON record: members, seeds, and per point the mean and spread of every metric."""
+    return [dict(label=group.label, members=group.members, seeds=group.seeds, spread=SPREAD,
+                 results=[dict(**point.record(), mean={k: v[0] for k, v in metrics.items()},
+                               spread={k: v[1] for k, v in metrics.items()})
+                          for point, metrics in summaries[group.label].items()])
+            for group in groups]
+
+
 def write_sweep_outputs(out: Path, command: str, runs: Sequence[Any], configs: Mapping[str, Config],
                         axes: Mapping[str, Any], options: Mapping[int, Mapping[str, Any]],
                         groups: Sequence[SeedGroup] | None, summaries: Summaries | None) -> list[Path]:
@@ -221,19 +241,10 @@ def write_sweep_outputs(out: Path, command: str, runs: Sequence[Any], configs: M
         command=command, metric=PRIMARY_METRIC,
         axes=dict(axes, size_rule='W = round(H * W0 / H0), half up; (H0, W0) = the config test image_size'),
         encoding_options={str(k): v for k, v in options.items() if v},
-        runs=[dict(label=run.label, config=str(run.config), checkpoint=str(run.checkpoint),
-                   checkpoint_sha256=sha256(run.checkpoint), train_size=train_sizes[run.label],
-                   dataset={k: v for k, v in configs[run.label].test_dataloader.dataset.items()
-                            if k not in ('image_size', 'intrinsics_scale', 'split')},
-                   results=[dict(**point.record(), metrics=metrics) for point, metrics in run.results.items()])
-              for run in runs])
+        runs=[run_record(run, configs[run.label], ('image_size', 'intrinsics_scale', 'split'),
+                         train_size=train_sizes[run.label]) for run in runs])
     if groups:
-        report['seed_groups'] = [
-            dict(label=group.label, members=group.members, seeds=group.seeds, spread=SPREAD,
-                 results=[dict(**point.record(), mean={k: v[0] for k, v in metrics.items()},
-                               spread={k: v[1] for k, v in metrics.items()})
-                          for point, metrics in summaries[group.label].items()])
-            for group in groups]
+        report['seed_groups'] = seed_group_records(groups, summaries)
     written.append(write_atomically(out.with_suffix('.json'), lambda path: write_json(path, report)))
     train_heights = {label: size[0] if isinstance(size, (list, tuple)) else None for label, size in train_sizes.items()}
     written.append(plot_sweep(out.with_suffix('.png'), results, train_heights, groups, summaries))

@@ -53,13 +53,15 @@ def capture_attention(model: nn.Module, images: torch.Tensor, **forward_kwargs: 
 
 @torch.no_grad()
 def capture_cross_attention(model: nn.Module, images: torch.Tensor, **forward_kwargs: Any) -> list[torch.Tensor]:
-    """Run ``model(images)`` once and return the cross-attention of every DETR decoder layer.
+    """Run ``model(images)`` once and return the cross-attention of every DETR decoder layer (2D DETR, PETR's,
+    V-DETR's point decoder).
 
     Returns:
         One (B, heads, queries, N) tensor per decoder layer; N are the encoder's tokens, row-major.
     """
     from vispe.models.detr.transformer import DecoderLayer
-    layers = [module.cross_attn for module in model.modules() if isinstance(module, DecoderLayer)]
+    from vispe.models.vdetr.transformer import PointDecoderLayer
+    layers = [module.cross_attn for module in model.modules() if isinstance(module, (DecoderLayer, PointDecoderLayer))]
     if not layers:
         raise ValueError(f'{type(model).__name__} has no DETR decoder layer to capture cross-attention from.')
     return _run_capturing(model, layers, images, forward_kwargs)

@@ -90,3 +90,25 @@ def test_every_config_builds_its_model_and_names_its_encoding(config) -> None:
     expected = {'vertex-rpe': 'VertexRPE', 'fourier-xyz': 'FourierXYZ', 'sincos-xyz': 'SinCosXYZ', 'nope': 'NoPE'}
     assert type(model.decoder.encoding).__name__ == expected[config.stem.split('_')[1]]
     assert cfg.val_evaluator['type'] == 'IndoorAP' and len(cfg.val_evaluator['classes']) == model.num_classes
+
+
+def test_pointnet2_hierarchy_keeps_input_points_and_trains() -> None:
+    torch.manual_seed(0)
+    backbone = MODELS.build(dict(type='PointNet2Backbone', in_channels=3, levels=[
+        dict(channels=(16, 16), num_samples=128, radius=0.4, group_size=8),
+        dict(channels=(32,), num_samples=32, radius=0.8, group_size=8)]))
+    points, samples = scenes()
+    xyz, features, indices = backbone(points)
+    assert xyz.shape == (2, 32, 3) and features.shape == (2, 32, 32) and backbone.num_samples == 32
+    # the last level's centres are input points, found through both levels' indices
+    assert torch.equal(xyz, torch.gather(points[..., :3], 1, indices[..., None].expand(-1, -1, 3)))
+    model = VDETR(num_classes=3, decoder=dict(depth=2, num_heads=2, mlp_dim=32, encoding=dict(type='VertexRPE')),
+                  **dict(SMALL, backbone=dict(type='PointNet2Backbone', levels=[
+                      dict(channels=(16,), num_samples=128, radius=0.4, group_size=8),
+                      dict(channels=(32,), num_samples=64, radius=0.8, group_size=8)]), embed_dim=32))
+    sum(model(points, samples, mode='loss').values()).backward()
+    assert model.backbone.levels[0].mlp[0].weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match='leave it out'):
+        MODELS.build(dict(type='PointNet2Backbone', levels=[dict(in_channels=3)]))
+    with pytest.raises(ValueError, match='fewer centres'):
+        MODELS.build(dict(type='PointNet2Backbone', levels=[dict(num_samples=16), dict(num_samples=32)]))

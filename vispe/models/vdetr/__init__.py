@@ -2,8 +2,8 @@
 encoding in its decoder's cross-attention."""
 from vispe.models.vdetr.criterion import BoxSetCriterion, aligned_giou3d, points_in_aligned_boxes
 from vispe.models.vdetr.detector import VDETR
-from vispe.models.vdetr.pointnet2 import PointSetAbstraction
+from vispe.models.vdetr.pointnet2 import PointNet2Backbone, PointSetAbstraction
 from vispe.models.vdetr.transformer import BoxRefinementDecoder, PointDecoderLayer, PointEncoderLayer
 
-__all__ = ['BoxRefinementDecoder', 'BoxSetCriterion', 'PointDecoderLayer', 'PointEncoderLayer', 'PointSetAbstraction',
-           'VDETR', 'aligned_giou3d', 'points_in_aligned_boxes']
+__all__ = ['BoxRefinementDecoder', 'BoxSetCriterion', 'PointDecoderLayer', 'PointEncoderLayer', 'PointNet2Backbone',
+           'PointSetAbstraction', 'VDETR', 'aligned_giou3d', 'points_in_aligned_boxes']

@@ -32,7 +32,9 @@ class VDETR(BaseModel):
 
     Args:
         num_classes: K object classes.
-        backbone: :class:`~vispe.models.vdetr.PointSetAbstraction` arguments (``in_channels`` 3 with colour).
+        backbone: the point backbone: :class:`~vispe.models.vdetr.PointSetAbstraction` arguments (one level, as
+            3DETR; ``in_channels`` 3 with colour), or ``dict(type='PointNet2Backbone', levels=[...])`` (PointNet++'s
+            hierarchy).
         embed_dim: transformer width d.
         encoder: depth, num_heads, mlp_dim, dropout of the encoder layers.
         decoder: :class:`~vispe.models.vdetr.BoxRefinementDecoder` arguments (``encoding=dict(type=...)``).
@@ -46,7 +48,7 @@ class VDETR(BaseModel):
                  loss: dict | None = None, test_cfg: dict | None = None, data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
-        self.backbone = MODELS.build(dict(type='PointSetAbstraction', **(backbone or {})))
+        self.backbone = MODELS.build(dict(dict(type='PointSetAbstraction'), **(backbone or {})))
         if num_queries > self.backbone.num_samples:
             raise ValueError(f'num_queries ({num_queries}) must be at most the point tokens the backbone keeps '
                              f'(num_samples={self.backbone.num_samples}).')

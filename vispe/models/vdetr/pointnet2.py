@@ -59,3 +59,47 @@ class PointSetAbstraction(nn.Module):
                                                                                         neighbours)], dim=-1)
         features = self.mlp(grouped.permute(0, 3, 1, 2)).amax(dim=-1)
         return centres, features.transpose(1, 2), centres_index
+
+
+@MODELS.register_module()
+class PointNet2Backbone(nn.Module):
+    """PointNet++'s hierarchy (Qi et al., NeurIPS 2017; VoteNet's backbone): set-abstraction levels, each grouping the
+    centres and features of the level before, so the last level's tokens see a larger neighbourhood (its radius)
+    through relative positions only.
+
+    Args:
+        levels: :class:`PointSetAbstraction` arguments per level; level i > 0 takes the channels of level i − 1
+            (its ``in_channels`` is set from them).
+        in_channels: point features besides xyz of the input (3 for colour).
+
+    Shapes: points (B, N, 3 + in_channels) -> (xyz (B, M, 3), features (B, M, C), indices (B, M) into the input's
+    points), M and C those of the last level.
+    """
+
+    def __init__(self, levels: list[dict], in_channels: int = 3) -> None:
+        super().__init__()
+        if not levels:
+            raise ValueError('PointNet2Backbone needs at least one level (PointSetAbstraction arguments).')
+        modules = []
+        for index, level in enumerate(levels):
+            if 'in_channels' in level:
+                raise ValueError(f'PointNet2Backbone level {index} sets in_channels; the levels take theirs from the '
+                                 f'input (in_channels) and from the level before: leave it out.')
+            modules.append(PointSetAbstraction(in_channels=in_channels, **level))
+            in_channels = modules[-1].channels
+        self.levels = nn.ModuleList(modules)
+        for before, after in zip(modules, modules[1:]):
+            if after.num_samples > before.num_samples:
+                raise ValueError(f'PointNet2Backbone levels keep fewer centres each; got {before.num_samples} then '
+                                 f'{after.num_samples}.')
+        self.in_channels = modules[0].in_channels
+        self.num_samples = modules[-1].num_samples
+        self.channels = modules[-1].channels
+
+    def forward(self, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        indices = None
+        for level in self.levels:
+            xyz, features, level_indices = level(points)
+            indices = level_indices if indices is None else torch.gather(indices, 1, level_indices)
+            points = torch.cat([xyz, features], dim=-1)
+        return xyz, features, indices
