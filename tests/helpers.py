@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import torch
@@ -37,3 +38,15 @@ def load_tool(name: str) -> ModuleType:
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).abs().max().item()
+
+
+def untrained_work_dir(parent: Path, name: str, cfg, seed: int, config_name: str) -> Path:
+    """A work dir as training leaves it: the dumped config and a weights-only best.pth of the config's model,
+    untrained (initialised with ``seed``)."""
+    from vispe.registry import MODELS
+    work_dir = parent / name
+    work_dir.mkdir()
+    cfg.dump(str(work_dir / config_name))
+    torch.manual_seed(seed)
+    torch.save({'state_dict': MODELS.build(cfg.model).state_dict(), 'meta': {'epoch': 0}}, work_dir / 'best.pth')
+    return work_dir

@@ -13,7 +13,7 @@ import torch
 from mmengine.config import Config
 
 from tests.conftest import REPO_ROOT
-from tests.helpers import load_tool
+from tests.helpers import load_tool, untrained_work_dir
 from tests.models.vdetr.test_overfit import SMALL_MODEL, TINY
 from vispe.datasets.pt_scenes.conversion import convert
 from vispe.engine.arguments import InvalidArgument
@@ -50,13 +50,7 @@ def tiny_config(data_root: Path) -> Config:
 
 
 def make_work_dir(parent: Path, name: str, cfg: Config, seed: int) -> Path:
-    """A work dir as training leaves it: the dumped config and a best.pth of an untrained model."""
-    work_dir = parent / name
-    work_dir.mkdir()
-    cfg.dump(str(work_dir / 'vdetr-tiny.py'))
-    torch.manual_seed(seed)
-    torch.save({'state_dict': MODELS.build(cfg.model).state_dict(), 'meta': {'epoch': 0}}, work_dir / 'best.pth')
-    return work_dir
+    return untrained_work_dir(parent, name, cfg, seed, 'vdetr-tiny.py')
 
 
 def test_axes_reach_the_dataset(rooms) -> None:

@@ -17,7 +17,7 @@ from mmengine.config import Config
 pytest.importorskip('nuscenes', reason='mv-scenes takes scene names from nuscenes-devkit')
 
 from tests.conftest import REPO_ROOT  # noqa: E402
-from tests.helpers import load_tool  # noqa: E402
+from tests.helpers import load_tool, untrained_work_dir  # noqa: E402
 from tests.datasets.mv_scenes_fixture import TINY_CONFIG  # noqa: E402
 from vispe.datasets.mv_scenes import convert  # noqa: E402
 from vispe.engine.arguments import InvalidArgument  # noqa: E402
@@ -48,14 +48,7 @@ def tiny_petr_config(data_root: Path) -> Config:
 
 
 def make_petr_work_dir(parent: Path, name: str, cfg: Config, seed: int) -> Path:
-    """A work dir as training leaves it: the dumped config and a weights-only best.pth of an untrained model."""
-    work_dir = parent / name
-    work_dir.mkdir()
-    cfg.dump(str(work_dir / 'petr-tiny.py'))
-    torch.manual_seed(seed)
-    model = MODELS.build(cfg.model)
-    torch.save({'state_dict': model.state_dict(), 'meta': {'epoch': 0}}, work_dir / 'best.pth')
-    return work_dir
+    return untrained_work_dir(parent, name, cfg, seed, 'petr-tiny.py')
 
 
 @pytest.fixture(scope='module')
