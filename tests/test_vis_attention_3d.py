@@ -91,7 +91,7 @@ def test_tool_refuses_bad_options_for_a_petr_config(tiny: TinyPETR, tmp_path: Pa
         (['--decoder-query', '30'], "--decoder-query 30: 30 outside the model's 30 object queries"),
         (['--layers', '3'], "--layers 3: 3 outside the model's 3 decoder layers"),
         (['--heads', '4'], "--heads 4: 4 outside the model's 4 attention heads"),
-        (['--sizes', '64'], '--sizes 64: a multi-view detector draws a sample of its data set'),
+        (['--sizes', '64'], '--sizes 64: a 3D detector (PETRDetector) draws a sample of its data set'),
         (['--scene', '1'], 'has 1 samples; give an index from 0 to 0'),
         (['--data-root', str(tmp_path / 'none')], '`python tools/dataset_converters/multiview_scenes.py`'),
     ]
