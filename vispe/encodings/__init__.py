@@ -6,6 +6,7 @@ from vispe.encodings.builder import EncodingInfo, EncodingTable, build_encoding,
 from vispe.encodings.comrope import ComRoPE
 from vispe.encodings.detr_sine import DETRSine, detr_sine_embedding
 from vispe.encodings.fourier import FourierFeatures
+from vispe.encodings.gta import GTA
 from vispe.encodings.irpe import iRPE
 from vispe.encodings.learned_ape import LearnedAPE
 from vispe.encodings.lookhere import LookHere
@@ -22,7 +23,7 @@ from vispe.encodings.xyz import FourierXYZ, SinCosXYZ, sincos_xyz_embedding
 
 __all__ = [
     'ALiBi2D', 'CameraEncoding', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable',
-    'FeatureEncoding', 'FourierFeatures', 'FourierXYZ', 'HOOK_NAMES', 'LearnedAPE', 'LookHere', 'MultiViewSine',
+    'FeatureEncoding', 'FourierFeatures', 'FourierXYZ', 'GTA', 'HOOK_NAMES', 'LearnedAPE', 'LookHere', 'MultiViewSine',
     'NoPE', 'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D', 'PositionEncoding', 'RPE2D',
     'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'VertexRPE', 'build_encoding',
     'check_test_time_option', 'detr_sine_embedding', 'iRPE', 'list_encodings', 'sincos_2d_embedding',
