@@ -8,6 +8,7 @@ from vispe.encodings.detr_sine import DETRSine, detr_sine_embedding
 from vispe.encodings.fourier import FourierFeatures
 from vispe.encodings.gta import GTA
 from vispe.encodings.irpe import iRPE
+from vispe.encodings.kpe import KPE, kpe_center_corner, kpe_dense
 from vispe.encodings.learned_ape import LearnedAPE
 from vispe.encodings.lookhere import LookHere
 from vispe.encodings.nope import NoPE
@@ -23,9 +24,9 @@ from vispe.encodings.xyz import FourierXYZ, SinCosXYZ, sincos_xyz_embedding
 
 __all__ = [
     'ALiBi2D', 'CameraEncoding', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable',
-    'FeatureEncoding', 'FourierFeatures', 'FourierXYZ', 'GTA', 'HOOK_NAMES', 'LearnedAPE', 'LookHere', 'MultiViewSine',
-    'NoPE', 'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D', 'PositionEncoding', 'RPE2D',
-    'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'VertexRPE', 'build_encoding',
-    'check_test_time_option', 'detr_sine_embedding', 'iRPE', 'list_encodings', 'sincos_2d_embedding',
-    'sincos_xyz_embedding', 'vertex_corners',
+    'FeatureEncoding', 'FourierFeatures', 'FourierXYZ', 'GTA', 'HOOK_NAMES', 'KPE', 'LearnedAPE', 'LookHere',
+    'MultiViewSine', 'NoPE', 'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D',
+    'PositionEncoding', 'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'VertexRPE',
+    'build_encoding', 'check_test_time_option', 'detr_sine_embedding', 'iRPE', 'kpe_center_corner', 'kpe_dense',
+    'list_encodings', 'sincos_2d_embedding', 'sincos_xyz_embedding', 'vertex_corners',
 ]

@@ -44,7 +44,9 @@ class Positions:
     * ``boxes`` (B, N, 7): per-token 3D boxes (x, y, z, l, w, h, yaw), the per-layer state of a decoder
       whose queries refine boxes layer by layer (V-DETR); :meth:`updated` makes the next layer's object;
     * ``bounds`` (B, 2, D): the minimum and maximum corner of each scene's coordinates (a point cloud's extent),
-      which absolute encodings of 3D points normalise by (3DETR's ``point_cloud_dims``).
+      which absolute encodings of 3D points normalise by (3DETR's ``point_cloud_dims``);
+    * ``crop_boxes`` (B, 4): where each sample's image was cropped from a larger one, (x0, y0, x1, y1) in pixels
+      of that full image, whose intrinsics are ``cameras`` (KPE reads the viewing angles of the crop).
 
     Only shapes are checked here (ranks, token counts, views), never values, so building one costs no host
     synchronisation and traces under ``torch.compile``. Per-forward tables go through :meth:`memo`.
@@ -62,6 +64,7 @@ class Positions:
         boxes: optional (B, N, 7) boxes of the positioned tokens.
         depth: optional (B, V, H, W) measured pixel depth of the views (0 = unknown).
         bounds: optional (B, 2, D) minimum and maximum corner of each scene's coordinates.
+        crop_boxes: optional (B, 4) crop of each image in its full image's pixels (x0, y0, x1, y1).
         num_positions: the positioned-token count when there is neither a grid nor coordinates.
     """
 
@@ -77,6 +80,7 @@ class Positions:
     depth: torch.Tensor | None = None
     num_positions: int | None = None
     bounds: torch.Tensor | None = None
+    crop_boxes: torch.Tensor | None = None
     _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -87,6 +91,9 @@ class Positions:
         _check_rank('boxes', self.boxes, (3,), '(B, N, 7)')
         _check_rank('depth', self.depth, (4,), '(B, V, H, W)')
         _check_rank('bounds', self.bounds, (3,), '(B, 2, D)')
+        if self.crop_boxes is not None and (self.crop_boxes.ndim != 2 or self.crop_boxes.shape[-1] != 4):
+            raise ValueError(f'Positions.crop_boxes must be (B, 4) boxes (x0, y0, x1, y1) in pixels of the full images; '
+                             f'got shape {tuple(self.crop_boxes.shape)}.')
         if self.num_views < 1:
             raise ValueError(f'Positions.num_views must be at least 1; got {self.num_views}.')
         if self.num_positions is None:
