@@ -63,3 +63,16 @@ def test_point_layer_benchmark_with_decoder_memory(repo_root, tmp_path) -> None:
     assert [row['model'] for row in rows] == ['no position (NoPE)', 'FourierXYZ', 'SinCosXYZ', 'VertexRPE (table)']
     assert rows[0]['ratio'] == 1.0 and all(row['decoder8_train_peak_bytes'] > 0 for row in rows)
     assert '| encoding | ms |' in (tmp_path / 'p.md').read_text()
+
+
+@pytest.mark.slow
+def test_view_stack_benchmark_and_a_bad_layout(repo_root, tmp_path) -> None:
+    tool = [sys.executable, str(repo_root / 'tools' / 'benchmark.py'), '--view-stack']
+    result = subprocess.run([*tool, '2x3x4', '--backward', '--repeats', '1', '--warmup', '0',
+                             '--out', str(tmp_path / 'v')], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads((tmp_path / 'v.json').read_text())['rows']
+    assert [row['model'] for row in rows] == ['plain SDPA', "GTA on='qkvo'", "GTA on='qk'"]
+    assert rows[0]['ratio'] == 1.0 and all(row['layout'] == '2 x 3x4' for row in rows)
+    bad = subprocess.run([*tool, '2x14'], capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and 'VIEWSxROWSxCOLS' in bad.stderr

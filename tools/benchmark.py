@@ -38,6 +38,11 @@ encoding against the same layer without one (:mod:`vispe.engine.benchmark_points
 memory of an 8-layer decoder's training step:
 
     python tools/benchmark.py --point-layer --queries 256 --points 2048 --batch 2 --backward --memory
+
+View-stack mode (``--view-stack VxHxW ...``): four ViT-S-sized attention layers over V views of H×W tokens with GTA
+(``on='qkvo'`` and ``'qk'``) against the same layers without an encoding (:mod:`vispe.engine.benchmark_views`):
+
+    python tools/benchmark.py --view-stack 2x14x14 4x32x32 --batch 1 --threads 1
 """
 from __future__ import annotations
 
@@ -63,6 +68,7 @@ from vispe.engine.benchmark_common import (aligned_table, machine_description, m
                                            measure, write_text_atomically)
 from vispe.engine.benchmark_detector import CAMERA_TABLE_NOTE, benchmark_detectors, detector_tables
 from vispe.engine.benchmark_points import POINT_ENCODINGS, decoder_training_peak, point_layer_runs
+from vispe.engine.benchmark_views import DEPTH, EMBED_DIM, NUM_HEADS, view_layout, view_stack_runs
 from vispe.geometry import Positions
 
 VIT_ONLY = ('--arch', '--encodings', '--configs', '--timm-models', '--layer', '--memory', '--backward')
@@ -95,6 +101,8 @@ def parse_args() -> argparse.Namespace:
                         help='benchmark one point-detector decoder layer per point encoding')
     parser.add_argument('--queries', type=positive_int, default=256, help='point-layer mode: box queries (256)')
     parser.add_argument('--points', type=positive_int, default=2048, help='point-layer mode: point tokens (2048)')
+    parser.add_argument('--view-stack', type=view_layout, nargs='+', default=None, metavar='VxHxW',
+                        help='benchmark GTA over V views of HxW tokens (e.g. 2x14x14 4x32x32)')
     parser.add_argument('--memory', action='store_true', help='CPU: measure peak memory in fresh processes')
     parser.add_argument('--backward', action='store_true', help='time forward + backward instead of forward only')
     parser.add_argument('--note', default=None, help='a line for the report, e.g. that the machine was shared')
@@ -111,6 +119,9 @@ def parse_args() -> argparse.Namespace:
             return args
         if args.point_layer:
             args.batch = args.batch or 2
+            return args
+        if args.view_stack:
+            args.batch = args.batch or 1
             return args
         if args.views is not None:
             raise InvalidArgument('--views', args.views, 'counts the cameras of --detectors', 'leave it out of the ViT '
@@ -330,6 +341,18 @@ def run_detectors(args: argparse.Namespace, device: torch.device, command: str) 
                               + '\n')
 
 
+def report_table(out: Path | None, command: str, title: str, machine: str, rows: list[dict],
+                 cells: list[list[str]]) -> None:
+    """Print a layer benchmark's table; with ``out``, write out.json (command, machine, rows), out.md and out.csv."""
+    print(title, machine, aligned_table(cells), sep='\n')
+    if out:
+        write_text_atomically(out.with_suffix('.json'), json.dumps(dict(command=command, title=title, machine=machine,
+                                                                        rows=rows), indent=1))
+        write_text_atomically(out.with_suffix('.md'), f'{title}\n\n`{command}`\n\n{machine}\n\n'
+                                                      f'{markdown_table(cells)}\n')
+        write_text_atomically(out.with_suffix('.csv'), '\n'.join(','.join(line) for line in cells) + '\n')
+
+
 def run_point_layer(args: argparse.Namespace, device: torch.device, command: str) -> None:
     """Point-layer mode: time one decoder layer per point encoding, print the table, write <out>.*."""
     runs = point_layer_runs(args.batch, args.queries, args.points, args.backward, device)
@@ -351,14 +374,25 @@ def run_point_layer(args: argparse.Namespace, device: torch.device, command: str
     cells += [[row['model'], f"{row['seconds'] * 1e3:.1f}", f"{row['ratio']:.2f}",
                f"{row['decoder8_train_peak_bytes'] / 2**20:.0f}" if 'decoder8_train_peak_bytes' in row else '-']
               for row in rows]
-    machine = machine_summary(machine_description(device))
-    print(title, machine, aligned_table(cells), sep='\n')
-    if args.out:
-        write_text_atomically(args.out.with_suffix('.json'), json.dumps(dict(command=command, title=title,
-                                                                             machine=machine, rows=rows), indent=1))
-        write_text_atomically(args.out.with_suffix('.md'), f'{title}\n\n`{command}`\n\n{machine}\n\n'
-                                                           f'{markdown_table(cells)}\n')
-        write_text_atomically(args.out.with_suffix('.csv'), '\n'.join(','.join(line) for line in cells) + '\n')
+    report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells)
+
+
+def run_view_stack(args: argparse.Namespace, device: torch.device, command: str) -> None:
+    """View-stack mode: time the attention stack per view layout and encoding, print the table, write <out>.*."""
+    rows = []
+    for views, grid_rows, grid_cols in args.view_stack:
+        runs = view_stack_runs(args.batch, (views, grid_rows, grid_cols), args.backward, device)
+        results = measure(runs, device, args.repeats, args.warmup)
+        baseline = next(iter(results))
+        rows += [dict(layout=f'{views} x {grid_rows}x{grid_cols}', model=label, **result,
+                      ratio=result['seconds'] / results[baseline]['seconds']) for label, result in results.items()]
+    title = (f"{DEPTH} attention layers (d {EMBED_DIM}, {NUM_HEADS} heads) over views x grid tokens, "
+             f"{'forward + backward' if args.backward else 'forward'}, batch {args.batch}, {device}, "
+             f'{torch.get_num_threads()} threads, torch {torch.__version__}, '
+             f'median of {args.repeats} interleaved repeats')
+    cells = [['views x grid', 'encoding', 'ms', 'x plain SDPA']]
+    cells += [[row['layout'], row['model'], f"{row['seconds'] * 1e3:.1f}", f"{row['ratio']:.3f}"] for row in rows]
+    report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells)
 
 
 def main() -> int:
@@ -375,6 +409,9 @@ def main() -> int:
         return 0
     if args.point_layer:
         run_point_layer(args, device, command)
+        return 0
+    if args.view_stack:
+        run_view_stack(args, device, command)
         return 0
     baselines = ['plain SDPA'] if args.layer else ['timm (plain ViT)', 'NoPE']
     models = None if args.layer else build_models(args, device)

@@ -54,7 +54,7 @@ def qkv(generator: torch.Generator, nq: int, nk: int, heads: int = 2, dim: int =
 
 
 def test_default_channel_split_is_the_clevr_tr_one() -> None:
-    encoding = GTA(head_dim=64, depth=2)
+    encoding = GTA(head_dim=64, depth=2).to('cpu')   # a bug once shadowed nn.Module._apply and broke .to()
     assert (encoding.triv_dim, encoding.se3_dim, encoding.so2_freqs) == (0, 32, 8)
     assert torch.equal(encoding.trans_coeff.detach(), torch.full((2,), 0.01))
 

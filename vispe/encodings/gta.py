@@ -156,7 +156,8 @@ class GTA(PositionEncoding):
     def prepare(self, pos: Positions) -> None:
         self.tables(pos)
 
-    def _apply(self, x: torch.Tensor, pos: Positions, right: torch.Tensor, cis: torch.Tensor | None) -> torch.Tensor:
+    def _transform(self, x: torch.Tensor, pos: Positions, right: torch.Tensor,
+                   cis: torch.Tensor | None) -> torch.Tensor:
         """x (B, heads, prefix + N, d) with each view's SE(3) blocks right-multiplied by ``right`` (B, V, 4, 4)
         (row-vector form) and the SO(2) pairs rotated by ``cis``."""
         prefix = pos.num_prefix_tokens
@@ -185,20 +186,20 @@ class GTA(PositionEncoding):
         scale = self._check_layer(layer_idx)
         extrinsics_q, _, cis_q = self.tables(pos_q)
         _, inverse_k, cis_k = self.tables(pos_k)
-        q = self._apply(q, pos_q, _scaled_translation(extrinsics_q, scale), cis_q)
-        k = self._apply(k, pos_k, _scaled_translation(inverse_k, scale).transpose(-2, -1), cis_k)
+        q = self._transform(q, pos_q, _scaled_translation(extrinsics_q, scale), cis_q)
+        k = self._transform(k, pos_k, _scaled_translation(inverse_k, scale).transpose(-2, -1), cis_k)
         return q, k
 
     def transform_v(self, v: torch.Tensor, pos_k: Positions, layer_idx: int) -> torch.Tensor:
         scale = self._check_layer(layer_idx)
         _, inverse_k, cis_k = self.tables(pos_k)
-        return self._apply(v, pos_k, _scaled_translation(inverse_k, scale).transpose(-2, -1), cis_k)
+        return self._transform(v, pos_k, _scaled_translation(inverse_k, scale).transpose(-2, -1), cis_k)
 
     def transform_out(self, out: torch.Tensor, pos_q: Positions, layer_idx: int,
                       probs: torch.Tensor | None = None, pos_k: Positions | None = None) -> torch.Tensor:
         scale = self._check_layer(layer_idx)
         extrinsics_q, _, cis_q = self.tables(pos_q)
-        return self._apply(out, pos_q, _scaled_translation(extrinsics_q, scale).transpose(-2, -1),
+        return self._transform(out, pos_q, _scaled_translation(extrinsics_q, scale).transpose(-2, -1),
                            None if cis_q is None else cis_q.conj())
 
     def no_weight_decay(self) -> set[str]:

@@ -1,0 +1,92 @@
+"""The multi-view attention benchmark of ``tools/benchmark.py --view-stack``: a stack of ViT-S-sized attention layers
+(d 384, 6 heads, qkv, SDPA, projection) over the tokens of V views of an h×w grid each, with GTA (``on='qkvo'`` and
+``'qk'``) against the same stack without an encoding ("plain SDPA"). Each step builds its positions anew, so the
+encoding's per-forward tables (the views' cameras, the SO(2) rotations) are in the time.
+
+    python tools/benchmark.py --view-stack 2x14x14 4x32x32 --batch 1 --threads 1
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+import torch
+from torch import nn
+
+from vispe.attention import Attention
+from vispe.encodings import build_encoding
+from vispe.geometry import Cameras, Positions
+
+# label -> encoding config (None: no encoding); the first is the baseline.
+VIEW_ENCODINGS: dict[str, dict | None] = {
+    'plain SDPA': None,
+    "GTA on='qkvo'": dict(type='GTA'),
+    "GTA on='qk'": dict(type='GTA', on='qk'),
+}
+EMBED_DIM, NUM_HEADS, DEPTH = 384, 6, 4
+
+
+def view_layout(text: str) -> tuple[int, int, int]:
+    """argparse type: 'VxHxW' (views, grid rows, grid columns), each positive."""
+    try:
+        views, rows, cols = (int(part) for part in text.lower().split('x'))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r} is not VIEWSxROWSxCOLS (e.g. 2x14x14).') from None
+    if min(views, rows, cols) < 1:
+        raise argparse.ArgumentTypeError(f'{text!r}: views, rows and columns must be positive.')
+    return views, rows, cols
+
+
+def random_cameras(batch: int, views: int, grid: tuple[int, int], device: torch.device) -> Cameras:
+    """Cameras of ``views`` views on a circle around the origin, looking at it, 16-pixel patches."""
+    angles = torch.arange(views, dtype=torch.float64) * (2 * torch.pi / views)
+    extrinsics = torch.eye(4, dtype=torch.float64).repeat(batch, views, 1, 1)
+    cos, sin = angles.cos(), angles.sin()
+    extrinsics[:, :, 0, 0], extrinsics[:, :, 0, 2] = cos, -sin
+    extrinsics[:, :, 2, 0], extrinsics[:, :, 2, 2] = sin, cos
+    extrinsics[:, :, 2, 3] = 4.0
+    height, width = grid[0] * 16, grid[1] * 16
+    intrinsics = torch.tensor([[width, 0.0, width / 2], [0.0, width, height / 2], [0.0, 0.0, 1.0]])
+    return Cameras(intrinsics=intrinsics.expand(batch, views, 3, 3).to(device), lidar2cam=extrinsics.to(device),
+                   image_size=(height, width))
+
+
+class AttentionStack(nn.Module):
+    """``depth`` attention layers with one encoding, residual; the encoding's tables built once per forward."""
+
+    def __init__(self, encoding: dict | None, depth: int = DEPTH) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(Attention(EMBED_DIM, NUM_HEADS, qkv_bias=True) for _ in range(depth))
+        self.encoding = None if encoding is None else build_encoding(
+            encoding, head_dim=EMBED_DIM // NUM_HEADS, depth=depth)
+
+    def forward(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        if self.encoding is not None:
+            self.encoding.prepare(pos)
+        for index, layer in enumerate(self.layers):
+            x = x + layer(x, pos, self.encoding, index)
+        return x
+
+
+def view_stack_runs(batch: int, layout: tuple[int, int, int], backward: bool,
+                    device: torch.device) -> dict[str, Callable[[], object]]:
+    """label -> one step of the stack over ``layout`` = (views, rows, cols), positions rebuilt per step."""
+    views, rows, cols = layout
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, views * rows * cols, EMBED_DIM, generator=generator).to(device)
+    cameras = random_cameras(batch, views, (rows, cols), device)
+    runs: dict[str, Callable[[], object]] = {}
+    for label, encoding in VIEW_ENCODINGS.items():
+        torch.manual_seed(0)
+        stack = AttentionStack(encoding).to(device).train(backward)
+
+        def run(stack: AttentionStack = stack) -> None:
+            pos = Positions(grid_size=(rows, cols), num_views=views, cameras=cameras, device=device)
+            if backward:
+                stack.zero_grad(set_to_none=True)
+                stack(x, pos).sum().backward()
+            else:
+                with torch.inference_mode():
+                    stack(x, pos)
+        runs[label] = run
+    return runs
