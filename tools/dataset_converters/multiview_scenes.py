@@ -2,6 +2,7 @@
 
     python tools/dataset_converters/multiview_scenes.py                     # datasets/mv-scenes, 2000/300/300
     python tools/dataset_converters/multiview_scenes.py --train 200 --val 50 --root /tmp/mv-small
+    python tools/dataset_converters/multiview_scenes.py --task nvs          # datasets/mv-scenes-nvs, 1000/100/100
 
 Real meshes (pymeshlab's sample meshes, Debian's assimp-testmodels; one per class) stand on a ground
 plane at random positions, yaws and scales; open3d's RaycastingScene renders six cameras (JPEG RGB,
@@ -11,6 +12,10 @@ them; ``DetectionEval`` runs on ``val`` = the second rig and on the custom split
 ``datasets/README.md`` describes the set. Seeded: the same arguments give the same files, for any
 --workers. The set is written to ``<root>.partial`` and renamed when complete, so an interrupted run
 leaves no ``<root>``; a rerun removes the partial folder.
+
+``--task nvs`` renders scenes for novel-view synthesis instead (``vispe.datasets.mv_scenes.nvs``): a few objects
+of the same meshes at table-top size, ``--input-views`` cameras around them and ``--target-views`` cameras not
+among them, 48 x 64 images with depth, object masks and cameras, one ``.npz`` per scene.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ if str(REPO) not in sys.path:
 
 from vispe.datasets.mv_scenes import (LIDAR, ConversionConfig, DatasetExistsError, DegenerateBoxError,  # noqa: E402
                                       EmptySceneError, MeshFileError, RenderError, convert)
+from vispe.datasets.mv_scenes.nvs import NVSConfig, convert_nvs  # noqa: E402
 from vispe.engine.arguments import (InvalidArgument, non_negative_int, positive_int, reported_by,  # noqa: E402
                                     writable_folder)
 
@@ -39,22 +45,38 @@ def default_workers() -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; sizes must be positive and the root's parent folder writable."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--root', type=Path, default=REPO / 'datasets' / 'mv-scenes', help='output folder')
-    parser.add_argument('--train', type=positive_int, default=2000, help='training samples (rig 1, jittered)')
-    parser.add_argument('--val', type=positive_int, default=300, help='val samples (rig 2)')
+    parser.add_argument('--task', choices=('detection', 'nvs'), default='detection',
+                        help='detection (nuScenes layout, default) or nvs (input and target views per scene)')
+    parser.add_argument('--root', type=Path, default=None,
+                        help='output folder (default datasets/mv-scenes, with --task nvs datasets/mv-scenes-nvs)')
+    parser.add_argument('--train', type=positive_int, default=None,
+                        help='training samples (rig 1, jittered; default 2000; nvs: scenes, 1000)')
+    parser.add_argument('--val', type=positive_int, default=None, help='val samples (rig 2; default 300; nvs: 100)')
     parser.add_argument('--test', type=non_negative_int, default=None,
-                        help='test-rig1 samples (rig 1, held-out layouts; default: as many as --val)')
+                        help='test-rig1 samples (rig 1, held-out layouts; default: as many as --val; nvs: 100)')
+    parser.add_argument('--input-views', type=positive_int, default=3, help='nvs: input cameras per scene (3)')
+    parser.add_argument('--target-views', type=positive_int, default=2, help='nvs: target cameras per scene (2)')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--workers', type=positive_int, default=default_workers(),
                         help='rendering processes (default: the usable CPUs, at most 8; 1 renders in this process)')
-    parser.add_argument('--image-size', type=positive_int, nargs=2, default=(180, 320), metavar=('H', 'W'),
-                        help='camera image size (focal lengths scale with it)')
+    parser.add_argument('--image-size', type=positive_int, nargs=2, default=None, metavar=('H', 'W'),
+                        help='camera image size (focal lengths scale with it; default 180 320, nvs: 48 64)')
     parser.add_argument('--lidar-azimuths', type=positive_int, default=LIDAR.azimuths,
                         help='lidar rays per ring and turn')
     parser.add_argument('--overwrite', action='store_true', help='replace an existing mv-scenes root')
     parser.add_argument('--quiet', action='store_true', help='no progress bar')
     args = parser.parse_args(argv)
+    nvs = args.task == 'nvs'
+    args.root = args.root or REPO / 'datasets' / ('mv-scenes-nvs' if nvs else 'mv-scenes')
+    args.train = args.train or (1000 if nvs else 2000)
+    args.val = args.val or (100 if nvs else 300)
+    args.test = 100 if nvs and args.test is None else args.test
+    args.image_size = args.image_size or ((48, 64) if nvs else (180, 320))
     with reported_by(parser):
+        if not nvs and (args.input_views, args.target_views) != (3, 2):
+            raise InvalidArgument('--input-views' if args.input_views != 3 else '--target-views',
+                                  args.input_views if args.input_views != 3 else args.target_views,
+                                  'counts the cameras of --task nvs scenes', 'add --task nvs, or leave it out')
         if args.image_size[0] < 8 or args.image_size[1] < 8:
             raise InvalidArgument('--image-size', args.image_size, 'is below 8 pixels', 'give H and W of at least 8')
         if args.root.exists() and not args.root.is_dir():
@@ -68,8 +90,29 @@ def folder_size(path: Path) -> int:
     return sum(item.stat().st_size for item in path.rglob('*') if item.is_file())
 
 
+def main_nvs(args: argparse.Namespace, command: str) -> int:
+    """--task nvs: render the NVS scenes and print what was written."""
+    config = NVSConfig(seed=args.seed, image_size=tuple(args.image_size), input_views=args.input_views,
+                       target_views=args.target_views)
+    start = time.perf_counter()
+    try:
+        info = convert_nvs(args.root, args.train, args.val, args.test, config=config, workers=args.workers,
+                           overwrite=args.overwrite, progress=not args.quiet, command=command)
+    except (DatasetExistsError, DegenerateBoxError, EmptySceneError, MeshFileError, RenderError) as error:
+        print(f'multiview_scenes.py: error: {error}; {args.root} was left as it was', file=sys.stderr)
+        return 2
+    fractions = ', '.join(f'{split} {fraction:.1%}' for split, fraction in info['object_pixel_fraction'].items())
+    print(f'{args.root}: scenes {info["scenes"]}, {args.input_views} input + {args.target_views} target views, '
+          f'object pixels {fractions}; {folder_size(args.root) / 2 ** 20:.0f} MiB in '
+          f'{time.perf_counter() - start:.0f} s with {args.workers} worker(s)')
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.task == 'nvs':
+        return main_nvs(args, ' '.join(['python', 'tools/dataset_converters/multiview_scenes.py',
+                                        *(argv if argv is not None else sys.argv[1:])]))
     config = ConversionConfig(seed=args.seed, image_size=tuple(args.image_size),
                               lidar=replace(LIDAR, azimuths=args.lidar_azimuths))
     command = ' '.join(['python', 'tools/dataset_converters/multiview_scenes.py',

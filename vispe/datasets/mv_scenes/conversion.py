@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import shutil
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -33,6 +31,7 @@ import numpy as np
 from PIL import Image
 
 from vispe.datasets.output_folder import prepare_output_folder, publish_output_folder
+from vispe.datasets.worker_pool import map_in_processes
 from vispe.datasets.mv_scenes.errors import DegenerateBoxError, EmptySceneError
 from vispe.datasets.mv_scenes.layout import LayoutConfig, points_in_boxes, sample_layout
 from vispe.datasets.mv_scenes.meshes import CLASS_MESHES, CanonicalMesh, load_class_meshes
@@ -236,15 +235,8 @@ def _render_all(tasks: list[SampleTask], config: ConversionConfig, meshes: list[
         for task in tasks:
             yield render_task(task, config, meshes, out_root)
         return
-    context = multiprocessing.get_context('forkserver')
-    context.set_forkserver_preload([__name__])
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                             initargs=(config, roots)) as executor:
-        try:
-            yield from executor.map(_render_in_worker, tasks, [out_root] * len(tasks), chunksize=4)
-        except BaseException:
-            executor.shutdown(wait=True, cancel_futures=True)
-            raise
+    yield from map_in_processes(_render_in_worker, tasks, out_root, workers=workers, module=__name__,
+                                initializer=_init_worker, initargs=(config, roots))
 
 
 @dataclass

@@ -45,12 +45,14 @@ MISS = o3d.t.geometry.RaycastingScene.INVALID_ID
 @dataclass(frozen=True, eq=False)
 class RenderedCamera:
     """One camera: ``image`` (H, W, 3) uint8, ``depth`` (H, W) float32 metres (0 = none), ``visible``
-    (N,) int64 first-hit pixels per object, ``meets`` (N,) int64 pixels whose ray meets each object."""
+    (N,) int64 first-hit pixels per object, ``meets`` (N,) int64 pixels whose ray meets each object,
+    ``geometry`` (H, W) int16 what each pixel sees first (-1 nothing, 0 the ground, k object k - 1)."""
 
     image: np.ndarray
     depth: np.ndarray
     visible: np.ndarray
     meets: np.ndarray
+    geometry: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,7 +175,8 @@ class SceneRenderer:
             pairs = np.unique(crossings['ray_ids'].numpy().astype(np.int64) * count
                               + crossings['geometry_ids'].numpy().astype(np.int64))
             meets = np.bincount(pairs % count, minlength=count)[1:]
-        return RenderedCamera(image, depth, visible, np.maximum(meets, visible))
+        return RenderedCamera(image, depth, visible, np.maximum(meets, visible),
+                              geometry.astype(np.int16).reshape(height, width))
 
     def render_lidar(self, spec: LidarSpec, phase: float, where: str) -> RenderedLidar:
         """Spin the lidar once, ``phase`` (radians) the azimuth of the first column (``where`` names it in

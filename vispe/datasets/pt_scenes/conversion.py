@@ -24,9 +24,7 @@ then :class:`~vispe.datasets.mv_scenes.errors.EmptySceneError` names the scene.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import shutil
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -34,6 +32,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from vispe.datasets.output_folder import prepare_output_folder, publish_output_folder
+from vispe.datasets.worker_pool import map_in_processes
 from vispe.datasets.mv_scenes.errors import DegenerateBoxError, EmptySceneError
 from vispe.datasets.mv_scenes.meshes import CanonicalMesh, load_class_meshes
 from vispe.datasets.pt_scenes.classes import BACKGROUND_ID, CLASS_IDS, CLASS_MESHES
@@ -167,15 +166,8 @@ def _write_all(tasks: list[tuple[str, int]], folder: Path, config: ConversionCon
         for split, index in tasks:
             yield _write_scene(folder, split, index, config, meshes)
         return
-    context = multiprocessing.get_context('forkserver')
-    context.set_forkserver_preload([__name__])
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                             initargs=(config, roots)) as executor:
-        try:
-            yield from executor.map(_write_in_worker, tasks, [folder] * len(tasks), chunksize=4)
-        except BaseException:
-            executor.shutdown(wait=True, cancel_futures=True)
-            raise
+    yield from map_in_processes(_write_in_worker, tasks, folder, workers=workers, module=__name__,
+                                initializer=_init_worker, initargs=(config, roots))
 
 
 def _spread(values: list[float]) -> dict[str, float]:
