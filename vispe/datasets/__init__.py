@@ -4,8 +4,10 @@ from vispe.datasets.fashion_mnist import FashionMNIST
 from vispe.datasets.image_folder import ImageFolderDataset
 from vispe.datasets.multiview_detection import MultiViewDetection, multiview_collate
 from vispe.datasets.nuscenes_tables import NuScenesTables
+from vispe.datasets.nvs_scenes import NVSScenes, nvs_collate
 from vispe.datasets.point_scenes import PointScenes, pointscenes_collate
 from vispe.datasets.transforms import classification_transform
 
-__all__ = ['CocoDetection', 'FashionMNIST', 'ImageFolderDataset', 'MultiViewDetection', 'NuScenesTables', 'PointScenes',
-           'classification_transform', 'detr_collate', 'multiview_collate', 'pointscenes_collate']
+__all__ = ['CocoDetection', 'FashionMNIST', 'ImageFolderDataset', 'MultiViewDetection', 'NVSScenes', 'NuScenesTables',
+           'PointScenes', 'classification_transform', 'detr_collate', 'multiview_collate', 'nvs_collate',
+           'pointscenes_collate']

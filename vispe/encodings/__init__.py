@@ -2,6 +2,7 @@
 from vispe.encodings.alibi2d import ALiBi2D
 from vispe.encodings.base import HOOK_NAMES, EncodingStack, PositionEncoding, TableCache
 from vispe.encodings.camera import CameraEncoding, FeatureEncoding, MultiViewSine
+from vispe.encodings.camera_rays import CameraRays
 from vispe.encodings.builder import EncodingInfo, EncodingTable, build_encoding, list_encodings
 from vispe.encodings.comrope import ComRoPE
 from vispe.encodings.detr_sine import DETRSine, detr_sine_embedding
@@ -23,7 +24,7 @@ from vispe.encodings.vertex_rpe import VertexRPE, vertex_corners
 from vispe.encodings.xyz import FourierXYZ, SinCosXYZ, sincos_xyz_embedding
 
 __all__ = [
-    'ALiBi2D', 'CameraEncoding', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable',
+    'ALiBi2D', 'CameraEncoding', 'CameraRays', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable',
     'FeatureEncoding', 'FourierFeatures', 'FourierXYZ', 'GTA', 'HOOK_NAMES', 'KPE', 'LearnedAPE', 'LookHere',
     'MultiViewSine', 'NoPE', 'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D',
     'PositionEncoding', 'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'VertexRPE',

@@ -3,5 +3,6 @@ from vispe.evaluation.accuracy import Accuracy
 from vispe.evaluation.coco_metric import CocoMetric
 from vispe.evaluation.indoor_ap import IndoorAP
 from vispe.evaluation.nuscenes_metric import NuScenesMetric
+from vispe.evaluation.nvs_metric import NVSMetric
 
-__all__ = ['Accuracy', 'CocoMetric', 'IndoorAP', 'NuScenesMetric']
+__all__ = ['Accuracy', 'CocoMetric', 'IndoorAP', 'NuScenesMetric', 'NVSMetric']

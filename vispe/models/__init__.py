@@ -1,11 +1,12 @@
 """Models built around vispe encodings: the timm ViT classifier, the DETR detector, the PETR / 3DPPE multi-view
-3D detector and the V-DETR-style point-cloud detector."""
+3D detector, the V-DETR-style point-cloud detector and the SRT-style novel-view synthesis model."""
 from vispe.models.classifier import ImageClassifier
 from vispe.models.detr import DETR, TimmFeatures
+from vispe.models.nvs import NovelViewTransformer
 from vispe.models.optim import NoDecayOptimWrapperConstructor
 from vispe.models.petr import PETRDetector
 from vispe.models.vdetr import VDETR, PointSetAbstraction
 from vispe.models.vit import Block, VisionTransformer, create_vit, retrofit
 
-__all__ = ['Block', 'DETR', 'ImageClassifier', 'NoDecayOptimWrapperConstructor', 'PETRDetector', 'PointSetAbstraction',
+__all__ = ['Block', 'DETR', 'ImageClassifier', 'NoDecayOptimWrapperConstructor', 'NovelViewTransformer', 'PETRDetector', 'PointSetAbstraction',
            'TimmFeatures', 'VDETR', 'VisionTransformer', 'create_vit', 'retrofit']
