@@ -56,6 +56,27 @@ def _scaled_translation(matrices: torch.Tensor, trans_coeff: torch.Tensor) -> to
     return torch.cat([matrices[..., :3], matrices[..., 3:] * column_scale], dim=-1)
 
 
+def repeat_block(matrices: torch.Tensor, count: int) -> torch.Tensor:
+    """(..., 4, 4) -> (..., 4·count, 4·count) block-diagonal with ``count`` copies (kron(I_count, M))."""
+    eye = torch.eye(count, dtype=matrices.dtype, device=matrices.device)
+    blocks = torch.einsum('ij,...ac->...iajc', eye, matrices)
+    return blocks.reshape(*matrices.shape[:-2], 4 * count, 4 * count)
+
+
+def rotate_pairs_into(target: torch.Tensor, source: torch.Tensor, cis: torch.Tensor) -> None:
+    """Write the channel pairs of ``source`` rotated by ``cis`` into ``target`` (same shape); without a temporary
+    when ``target`` is float32 and no gradient is recorded (``out=`` products are not differentiable)."""
+    recording = torch.is_grad_enabled() and (source.requires_grad or cis.requires_grad or target.requires_grad)
+    if target.dtype != torch.float32 or recording:
+        target.copy_(rotate_pairs(source, cis))
+        return
+    source = source.float()
+    if source.stride(-1) != 1 or any(stride % 2 for stride in source.stride()[:-1]) or source.storage_offset() % 2:
+        source = source.contiguous()
+    torch.mul(torch.view_as_complex(source.unflatten(-1, (-1, 2))), cis,
+              out=torch.view_as_complex(target.unflatten(-1, (-1, 2))))
+
+
 @ENCODINGS.register_module()
 class GTA(PositionEncoding):
     """Geometric Transform Attention: SE(3) of the views' cameras and SO(2) of the image coordinates, applied
@@ -159,21 +180,25 @@ class GTA(PositionEncoding):
     def _transform(self, x: torch.Tensor, pos: Positions, right: torch.Tensor,
                    cis: torch.Tensor | None) -> torch.Tensor:
         """x (B, heads, prefix + N, d) with each view's SE(3) blocks right-multiplied by ``right`` (B, V, 4, 4)
-        (row-vector form) and the SO(2) pairs rotated by ``cis``."""
-        prefix = pos.num_prefix_tokens
-        tokens = x[..., prefix:, :]
-        batch, heads, count, _ = tokens.shape
-        parts = [tokens[..., :self.triv_dim]] if self.triv_dim else []
-        if self.se3_dim:
-            start, views = self.triv_dim, right.shape[1]
-            blocks = tokens[..., start:start + self.se3_dim].float().reshape(
-                batch, heads, views, count // views, self.se3_dim // 4, 4)
-            parts.append((blocks @ right[:, None, :, None]).reshape(batch, heads, count, self.se3_dim).to(x.dtype))
+        (row-vector form) and the SO(2) pairs rotated by ``cis``, written into one new tensor."""
+        prefix, triv, se3 = pos.num_prefix_tokens, self.triv_dim, self.se3_dim
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        if prefix:
+            out[..., :prefix, :] = x[..., :prefix, :]
+        tokens, target = x[..., prefix:, :], out[..., prefix:, :]
+        if triv:
+            target[..., :triv] = tokens[..., :triv]
+        if se3:
+            views = right.shape[1]
+            # All 4-channel blocks of a view share its matrix: one (tokens x se3) @ kron(I, M) product per sample,
+            # head and view (a per-view block-diagonal, never per token), about twice as fast on the CPU as
+            # batched 4 x 4 products.
+            blocks = tokens[..., triv:triv + se3].float().unflatten(2, (views, -1))
+            target[..., triv:triv + se3] = (blocks @ repeat_block(right, se3 // 4)[:, None]).flatten(2, 3)
         if cis is not None:
-            cis = cis.unsqueeze(1) if cis.ndim == 3 else cis
-            parts.append(rotate_pairs(tokens[..., self.triv_dim + self.se3_dim:self.head_dim], cis))
-        out = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
-        return torch.cat([x[..., :prefix, :], out], dim=-2) if prefix else out
+            rotate_pairs_into(target[..., triv + se3:self.head_dim], tokens[..., triv + se3:self.head_dim],
+                              cis.unsqueeze(1) if cis.ndim == 3 else cis)
+        return out
 
     def _check_layer(self, layer_idx: int) -> torch.Tensor:
         if layer_idx >= self.depth:
