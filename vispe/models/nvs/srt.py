@@ -21,9 +21,10 @@ from vispe.attention import Attention
 from vispe.encodings import PositionEncoding, build_encoding
 from vispe.geometry import Cameras, Positions
 from vispe.models.detr.transformer import feed_forward
+from vispe.models.multiview_encoder import MultiViewEncoder
 from vispe.registry import MODELS
 
-__all__ = ['NovelViewTransformer', 'RayDecoderLayer', 'ViewEncoderLayer', 'view_cnn']
+__all__ = ['NovelViewTransformer', 'RayDecoderLayer', 'view_cnn']
 
 
 def view_cnn(channels: tuple[int, ...], embed_dim: int) -> nn.Sequential:
@@ -34,20 +35,6 @@ def view_cnn(channels: tuple[int, ...], embed_dim: int) -> nn.Sequential:
         layers += [nn.Conv2d(in_channels, out_channels, 3, stride=2, padding=1), nn.ReLU(inplace=True)]
     layers.append(nn.Conv2d(channels[-1], embed_dim, 1))
     return nn.Sequential(*layers)
-
-
-class ViewEncoderLayer(nn.Module):
-    """Pre-norm self-attention (the encoding's hooks between the tokens of all views) and FFN."""
-
-    def __init__(self, embed_dim: int, num_heads: int, mlp_dim: int) -> None:
-        super().__init__()
-        self.attn = Attention(embed_dim, num_heads=num_heads, qkv_bias=True)
-        self.norm1, self.norm2 = nn.LayerNorm(embed_dim), nn.LayerNorm(embed_dim)
-        self.mlp = feed_forward(embed_dim, mlp_dim, 0.0)
-
-    def forward(self, x: torch.Tensor, pos: Positions, encoding: PositionEncoding, layer_idx: int) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), pos, encoding, layer_idx)
-        return x + self.mlp(self.norm2(x))
 
 
 class RayDecoderLayer(nn.Module):
@@ -91,9 +78,8 @@ class NovelViewTransformer(BaseModel):
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.stride = 2 ** (len(cnn_channels) - 1)
         self.cnn = view_cnn(tuple(cnn_channels), embed_dim)
-        self.encoder = nn.ModuleList(ViewEncoderLayer(embed_dim, num_heads, mlp_dim) for _ in range(encoder_depth))
+        self.encoder = MultiViewEncoder(embed_dim, encoder_depth, num_heads, mlp_dim)
         self.decoder = nn.ModuleList(RayDecoderLayer(embed_dim, num_heads, mlp_dim) for _ in range(decoder_depth))
-        self.encoder_norm = nn.LayerNorm(embed_dim)
         self.query = nn.Parameter(torch.zeros(embed_dim))
         nn.init.normal_(self.query, std=0.02)
         self.head = nn.Sequential(nn.LayerNorm(embed_dim), nn.Linear(embed_dim, mlp_dim), nn.ReLU(inplace=True),
@@ -128,14 +114,12 @@ class NovelViewTransformer(BaseModel):
         self.encoding.prepare(pos_rays)
         if 'embed' in hooks:
             tokens = self.encoding.embed(tokens, pos_tokens)
-        for index, layer in enumerate(self.encoder):
-            tokens = layer(tokens, pos_tokens, self.encoding, index)
-        tokens = self.encoder_norm(tokens)
+        tokens = self.encoder(tokens, pos_tokens, self.encoding)
         rays = self.query.expand(batch, pos_rays.num_positions, -1)
         if 'embed' in hooks:
             rays = self.encoding.embed(rays, pos_rays)
         for index, layer in enumerate(self.decoder):
-            rays = layer(rays, tokens, pos_rays, pos_tokens, self.encoding, len(self.encoder) + index)
+            rays = layer(rays, tokens, pos_rays, pos_tokens, self.encoding, len(self.encoder.layers) + index)
         return self.head(rays).sigmoid()
 
     def forward(self, inputs: Mapping[str, torch.Tensor], data_samples: list[Mapping[str, Any]] | None = None,

@@ -17,10 +17,11 @@ import torch.nn.functional as F
 from mmengine.model import BaseModel
 from torch import nn
 
-from vispe.encodings import build_encoding
+from vispe.encodings import PositionEncoding, build_encoding
 from vispe.encodings.camera import CameraEncoding, inverse_sigmoid
 from vispe.geometry import Cameras, Positions
 from vispe.models.inputs import check_image_batch, check_nonfinite_option, value_checks_enabled
+from vispe.models.multiview_encoder import MultiViewEncoder
 from vispe.models.petr.box_coder import denormalize_centers, nms_free_decode
 from vispe.models.petr.centre_heatmap import CentreHeatmapHead
 from vispe.models.petr.criterion import PETRCriterion
@@ -115,6 +116,9 @@ class PETRDetector(BaseModel):
             points from the tokens and a proposal loss on the references (:class:`TokenQueries` arguments, e.g.
             ``dict(proposal_weight=0.25)``; ``loss_proposal``; needs ``centre_heatmap``); None: PETR's learnable
             reference points with zero content.
+        encoder: a transformer encoder over the tokens of all views before the decoder, with its own encoding in
+            its self-attention (:class:`~vispe.models.multiview_encoder.MultiViewEncoder`; e.g. ``dict(depth=2,
+            num_heads=4, mlp_dim=512, dropout=0.1, encoding=dict(type='GTA'))``); None: none (PETR).
     """
 
     def __init__(self, backbone: dict, num_classes: int, encoding: dict | None = None, decoder: dict | None = None,
@@ -123,7 +127,7 @@ class PETRDetector(BaseModel):
                  bbox_weight: float = 0.25, max_detections: int = 300,
                  post_center_range: Sequence[float] | None = None, score_threshold: float | None = None,
                  num_reg_fcs: int = 2, nonfinite_inputs: str = 'raise', denoising: dict | None = None,
-                 centre_heatmap: dict | None = None, token_queries: dict | None = None,
+                 centre_heatmap: dict | None = None, token_queries: dict | None = None, encoder: dict | None = None,
                  data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
@@ -138,6 +142,7 @@ class PETRDetector(BaseModel):
                             f'vispe.encodings.CameraEncoding); got {type(self.encoding).__name__}.')
         self.input_proj = nn.Conv2d(self.encoding.out_channels(self.backbone.channels), embed_dim, kernel_size=1)
         self.decoder = PETRDecoder(embed_dim=embed_dim, **(decoder or {}))
+        self.encoder, self.encoder_encoding = self._build_encoder(encoder, embed_dim)
         self.num_queries = num_queries
         self.reference_points = nn.Embedding(num_queries, 3) if token_queries is None else None
         self.token_queries = (TokenQueries(embed_dim, num_queries, **token_queries) if token_queries is not None
@@ -164,6 +169,19 @@ class PETRDetector(BaseModel):
             raise ValueError('token_queries draws the queries by the centre heatmap: set centre_heatmap too, e.g. '
                              'centre_heatmap=dict(weight=1.0).')
         self._init_transformer()
+
+    @staticmethod
+    def _build_encoder(encoder: dict | None, embed_dim: int) -> tuple[MultiViewEncoder | None,
+                                                                      PositionEncoding | None]:
+        if encoder is None:
+            return None, None
+        options = dict(encoder)
+        encoding = options.pop('encoding', dict(type='NoPE'))
+        depth, num_heads = options.get('depth', 2), options.get('num_heads', 8)
+        return (MultiViewEncoder(embed_dim, **{'depth': depth, 'num_heads': num_heads, 'mlp_dim': 4 * embed_dim,
+                                               **options}),
+                build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads, head_dim=embed_dim // num_heads,
+                               depth=depth))
 
     def _init_transformer(self) -> None:
         """PETR's initialisation: Xavier-uniform decoder matrices, reference points U(0, 1)."""
@@ -217,8 +235,11 @@ class PETRDetector(BaseModel):
         encoded = self.encoding.encode_features(image_features, pos)
         features = self.input_proj(encoded.features)
         memory = features.view(batch, views, *features.shape[1:]).permute(0, 1, 3, 4, 2).flatten(1, 3)
-        key_embed = self.encoding.key_embedding(pos, batch, encoded.extras).to(memory.dtype)
         key_valid = pos.token_valid()
+        if self.encoder is not None:
+            self.encoder_encoding.prepare(pos)
+            memory = self.encoder(memory, pos, self.encoder_encoding, key_valid)
+        key_embed = self.encoding.key_embedding(pos, batch, encoded.extras).to(memory.dtype)
         heatmap = content = query_index = None
         if self.centre_heatmap is not None and (self.training or self.token_queries is not None):
             heatmap = self.centre_heatmap(image_features)
