@@ -19,6 +19,7 @@ from vispe.models import NovelViewTransformer
 from vispe.registry import MODELS
 
 from ...conftest import REPO_ROOT
+from ...helpers import untrained_work_dir
 
 TINY = NVSConfig(image_size=(24, 32))
 ENCODINGS = ['GTA', dict(type='GTA', on='qk'), dict(type='CameraRays', depth_num=4), 'NoPE']
@@ -146,3 +147,17 @@ def test_train_and_test_tools_on_a_tiny_set(root, tmp_path) -> None:
     metrics = json.loads(test.stdout.strip().splitlines()[-1])
     assert set(metrics) == {'nvs/psnr', 'nvs/ssim', 'nvs/psnr_objects', 'nvs/ssim_objects'}
     assert 5 < metrics['nvs/psnr'] < 60
+
+
+def test_vis_nvs_draws_inputs_targets_renderings_and_errors(root, tmp_path) -> None:
+    config = REPO_ROOT / 'configs' / 'nvs' / 'srt-s_nope_mv-scenes.py'
+    work_dir = untrained_work_dir(tmp_path, 'nope', Config.fromfile(config), 0, config.name)
+    command = [sys.executable, str(REPO_ROOT / 'tools' / 'vis_nvs.py'), str(config), str(work_dir / 'best.pth'),
+               '--scenes', '0', '1', '--out', str(tmp_path / 'nvs.png'), '--cfg-options',
+               f'test_dataloader.dataset.data_root={root}', 'test_dataloader.dataset.split=val']
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert 'nvs.png: 2 scenes, 3 input and 2 target views each' in result.stdout
+    assert (tmp_path / 'nvs.png').stat().st_size > 10_000
+    beyond = subprocess.run(command[:4] + ['--scenes', '5'] + command[7:], capture_output=True, text=True, timeout=600)
+    assert beyond.returncode != 0 and 'beyond the 2 scenes' in beyond.stderr
