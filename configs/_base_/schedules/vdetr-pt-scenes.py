@@ -1,5 +1,6 @@
 # AdamW (3DETR's weight decay 0.1 and gradient clipping at 0.1), a linear warm-up then cosine decay, shortened to fit
-# 30 minutes on 2 CPU cores (6 epochs: VertexRPE about 23 minutes, the absolute encodings and NoPE about 12);
+# 30 minutes on 2 CPU cores (6 epochs: VertexRPE about 23 minutes alone, 46 on one core beside a second run; the
+# absolute encodings and NoPE about 12 alone, 18-20 beside another run);
 # validation on the held-out 'val' scenes every 2 epochs.
 max_epochs = 6
 optim_wrapper = dict(
