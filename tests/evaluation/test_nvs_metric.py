@@ -49,3 +49,14 @@ def test_metric_averages_views_and_skips_views_without_objects() -> None:
     values = metric.compute_metrics(metric.results)
     assert math.isclose(values['psnr'], (20.0 + 40.0) / 2, abs_tol=1e-4)
     assert math.isclose(values['psnr_objects'], 20.0, abs_tol=1e-4)
+
+
+def test_evaluate_with_the_scene_count_keeps_every_view() -> None:
+    """mmengine's evaluate(size) keeps the first ``size`` results and the runner passes the number of scenes: with
+    one result per view it dropped the later half of a two-target-view set (it did)."""
+    target = torch.full((2, 3, 8, 8), 0.5)
+    metric = NVSMetric(window_size=3)
+    for error in (0.1, 0.01):
+        metric.process(None, [dict(pred=target + error, target=target, objects=torch.zeros(2, 8, 8, dtype=torch.bool))])
+    values = metric.evaluate(2)
+    assert math.isclose(values['nvs/psnr'], (20.0 + 40.0) / 2, abs_tol=1e-4)

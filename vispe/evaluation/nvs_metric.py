@@ -44,13 +44,16 @@ class NVSMetric(BaseMetric):
         self.window_size = window_size
 
     def process(self, data_batch: Any, data_samples: Sequence[dict]) -> None:
+        # One result per scene (a list of its views): mmengine's evaluate(size) keeps the first ``size`` results, and
+        # size is the number of scenes.
         for sample in data_samples:
-            for pred, target, objects in zip(sample['pred'], sample['target'], sample['objects']):
-                self.results.append(view_quality(pred.cpu(), target.cpu(), objects.cpu().bool(), self.window_size))
+            self.results.append([view_quality(pred.cpu(), target.cpu(), objects.cpu().bool(), self.window_size)
+                                 for pred, target, objects in zip(sample['pred'], sample['target'], sample['objects'])])
 
     def compute_metrics(self, results: list) -> dict[str, float]:
+        views = [view for scene in results for view in scene]
         metrics = {}
         for key in ('psnr', 'ssim', 'psnr_objects', 'ssim_objects'):
-            values = [result[key] for result in results if not math.isnan(result[key])]
+            values = [result[key] for result in views if not math.isnan(result[key])]
             metrics[key] = sum(values) / len(values) if values else math.nan
         return metrics

@@ -4,7 +4,7 @@
 # 'test'.
 data_root = 'datasets/mv-scenes-nvs/'
 train_dataloader = dict(
-    batch_size=16,
+    batch_size=8,
     num_workers=0,
     sampler=dict(type='DefaultSampler', shuffle=True),
     collate_fn=dict(type='vispe.nvs_collate'),

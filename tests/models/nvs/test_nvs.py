@@ -161,3 +161,23 @@ def test_vis_nvs_draws_inputs_targets_renderings_and_errors(root, tmp_path) -> N
     assert (tmp_path / 'nvs.png').stat().st_size > 10_000
     beyond = subprocess.run(command[:4] + ['--scenes', '5'] + command[7:], capture_output=True, text=True, timeout=600)
     assert beyond.returncode != 0 and 'beyond the 2 scenes' in beyond.stderr
+
+
+
+def test_mean_image_floor_is_the_training_targets_mean(root, tmp_path) -> None:
+    """tools/nvs_mean_image.py scores the per-pixel mean of the training target views with NVSMetric; a view's PSNR
+    is 10·log10(1 / MSE) against that mean, computed here by hand."""
+    views = {}
+    for split in ('train', 'val'):
+        views[split] = [view.astype(np.float64) / 255 for path in sorted((root / split).glob('*.npz'))
+                        for view in np.load(path)['images'][TINY.input_views:]]
+    mean = np.mean(views['train'], axis=0)
+    expected = np.mean([10 * np.log10(1 / ((mean - view) ** 2).mean()) for view in views['val']])
+    out = tmp_path / 'mean.json'
+    result = subprocess.run([sys.executable, str(REPO_ROOT / 'tools' / 'nvs_mean_image.py'),
+                             str(REPO_ROOT / 'configs' / 'nvs' / 'srt-s_gta_mv-scenes.py'), '--split', 'val',
+                             '--data-root', str(root), '--out', str(out)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads(result.stdout.strip().splitlines()[-1])
+    assert metrics['nvs/psnr'] == pytest.approx(expected, abs=2e-4)
+    assert json.loads(out.read_text())['metrics'] == metrics

@@ -1,10 +1,12 @@
 """mv-scenes for novel-view synthesis (``multiview_scenes.py --task nvs``): small scenes of real meshes seen by a few
 input cameras and by target cameras not among them, rendered on the CPU with the same ray caster as mv-scenes.
 
-Each scene: 2–4 objects (mv-scenes' meshes and class hues, each mesh scaled so that its longest side is
-``object_size`` (1.2 m) ±15 %, random yaws) within 2.5 m of the origin on a checkered ground; ``input_views``
-cameras on a ring around it (radius 4.5–6 m, height 1.2–3 m, spread about the circle with ±0.35 rad jitter) and
-``target_views`` cameras at independent random azimuths on the same ring, all looking at a point near (0, 0, 0.5) m.
+Each scene: 1–3 objects (mv-scenes' meshes and class hues, each mesh scaled so that its longest side is
+``object_size`` (2 m) ±15 %, random yaws) within 1.2 m of the origin on a plain ground (``ground_contrast`` 0: the
+detection set's checkerboard would be most of what a model has to paint); ``input_views`` cameras on a ring around
+it (radius 3.2–4 m, height 1.5–2.5 m, spread about the circle with ±0.35 rad jitter) and ``target_views`` cameras
+at independent random azimuths on the same ring, all looking at a point near (0, 0, 0.5) m. About 13 % of the
+pixels see an object.
 Pinhole cameras, OpenCV axes (x right, y down, z forward), ``hfov`` 60°.
 
 Per scene ``<root>/<split>/<index>.npz`` (read with ``numpy.load(..., allow_pickle=False)``):
@@ -42,7 +44,7 @@ NVS_INFO_FILE = 'mv-scenes-nvs.json'
 NVS_PARTIAL_MARKER = '.mv-scenes-nvs-partial'
 NVS_SPLITS = ('train', 'val', 'test')
 # Objects keep clear of nothing but each other: the ego-car rectangle of mv-scenes is moved far away.
-NVS_LAYOUT = LayoutConfig(min_objects=2, max_objects=4, min_distance=0.0, max_distance=2.5,
+NVS_LAYOUT = LayoutConfig(min_objects=1, max_objects=3, min_distance=0.0, max_distance=1.2,
                           ego_footprint=(500.0, 500.1, 500.0, 500.1))
 
 
@@ -52,17 +54,18 @@ class NVSConfig:
 
     seed: int = 0
     image_size: tuple[int, int] = (48, 64)
-    object_size: float = 1.2
+    object_size: float = 2.0
     input_views: int = 3
     target_views: int = 2
     hfov_degrees: float = 60.0
-    radius: tuple[float, float] = (4.5, 6.0)
-    height: tuple[float, float] = (1.2, 3.0)
+    radius: tuple[float, float] = (3.2, 4.0)
+    height: tuple[float, float] = (1.5, 2.5)
     look_at_jitter: float = 0.3
     input_azimuth_jitter: float = 0.35
     layout: LayoutConfig = field(default_factory=lambda: NVS_LAYOUT)
     max_depth: float = 30.0
     max_redraws: int = 10
+    ground_contrast: float = 0.0
 
 
 def look_at(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -115,7 +118,8 @@ def render_nvs_scene(split: str, index: int, config: NVSConfig, meshes: list[Can
         objects = sample_layout(rng, meshes, 0.0, config.layout)
         if not objects:
             continue
-        renderer = SceneRenderer(objects, 0.0, np.eye(4), nthreads=nthreads)
+        renderer = SceneRenderer(objects, 0.0, np.eye(4), nthreads=nthreads,
+                                  ground_contrast=config.ground_contrast)
         views = [renderer.render_camera(intrinsics, pose, config.image_size, config.max_depth,
                                         f'{split} scene {index} view {view}') for view, pose in enumerate(poses)]
         if sum(int(view.visible.sum()) for view in views[:config.input_views]) > 0:
@@ -157,7 +161,7 @@ def _write_all(tasks: list[tuple[str, int]], config: NVSConfig, meshes: list[Can
                                 initializer=_init_worker, initargs=(config, roots), chunksize=8)
 
 
-def convert_nvs(root: str | Path, train: int = 1000, val: int = 100, test: int = 100, *,
+def convert_nvs(root: str | Path, train: int = 4000, val: int = 100, test: int = 100, *,
                 config: NVSConfig = NVSConfig(), workers: int = 1, overwrite: bool = False, progress: bool = True,
                 roots: dict[str, Path | None] | None = None, command: str | None = None) -> dict[str, Any]:
     """Render the NVS scenes into ``root``; returns the summary written to ``<root>/mv-scenes-nvs.json``."""

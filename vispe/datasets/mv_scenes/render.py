@@ -104,11 +104,14 @@ class SceneRenderer:
         ground_z: height of the ground plane in the lidar frame.
         lidar2global: (4, 4) pose of the lidar frame in the global frame (sun direction, ground pattern).
         nthreads: open3d threads per cast (0 = all).
+        ground_contrast: albedo difference of the checkerboard's squares from the mean ground albedo (0: a plain
+            ground).
     """
 
     def __init__(self, objects: list[PlacedObject], ground_z: float, lidar2global: np.ndarray,
-                 nthreads: int = 0) -> None:
+                 nthreads: int = 0, ground_contrast: float = GROUND_CONTRAST) -> None:
         self.objects, self.ground_z, self.lidar2global, self.nthreads = objects, ground_z, lidar2global, nthreads
+        self.ground_contrast = ground_contrast
         self.scene = o3d.t.geometry.RaycastingScene()
         half = GROUND_HALF_SIZE
         ground = np.array([[-half, -half, ground_z], [half, -half, ground_z], [half, half, ground_z],
@@ -136,7 +139,7 @@ class SceneRenderer:
         exceeds a quarter square."""
         world = points @ self.lidar2global[:3, :3].T + self.lidar2global[:3, 3]
         parity = (np.floor(world[:, 0] / CHECKER_SIZE) + np.floor(world[:, 1] / CHECKER_SIZE)) % 2 * 2 - 1
-        contrast = GROUND_CONTRAST * np.clip(1.5 - 2 * footprint / CHECKER_SIZE, 0, 1)
+        contrast = self.ground_contrast * np.clip(1.5 - 2 * footprint / CHECKER_SIZE, 0, 1)
         return GROUND_ALBEDO + (parity * contrast)[:, None]
 
     def render_camera(self, intrinsics: np.ndarray, cam2lidar: np.ndarray, image_size: tuple[int, int],
