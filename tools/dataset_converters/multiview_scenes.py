@@ -2,7 +2,8 @@
 
     python tools/dataset_converters/multiview_scenes.py                     # datasets/mv-scenes, 2000/300/300
     python tools/dataset_converters/multiview_scenes.py --train 200 --val 50 --root /tmp/mv-small
-    python tools/dataset_converters/multiview_scenes.py --task nvs          # datasets/mv-scenes-nvs, 1000/100/100
+    python tools/dataset_converters/multiview_scenes.py --task nvs          # datasets/mv-scenes-nvs, 4000/100/100
+    python tools/dataset_converters/multiview_scenes.py --task crops        # datasets/mv-crops-depth, 2000/200/...
 
 Real meshes (pymeshlab's sample meshes, Debian's assimp-testmodels; one per class) stand on a ground
 plane at random positions, yaws and scales; open3d's RaycastingScene renders six cameras (JPEG RGB,
@@ -15,7 +16,10 @@ leaves no ``<root>``; a rerun removes the partial folder.
 
 ``--task nvs`` renders scenes for novel-view synthesis instead (``vispe.datasets.mv_scenes.nvs``): a few objects
 of the same meshes at table-top size, ``--input-views`` cameras around them and ``--target-views`` cameras not
-among them, 48 x 64 images with depth, object masks and cameras, one ``.npz`` per scene.
+among them, 48 x 64 images with depth, object masks and cameras, one ``.npz`` per scene. ``--task crops`` renders
+single 96 x 128 images with dense depth at many focal lengths for depth-from-crops (KPE's task;
+``vispe.datasets.mv_scenes.crops``): train / val / test at 45-75 degrees of horizontal field of view, test-wide
+(90-100) and test-tele (30-35) at fields of view never seen in training; --test counts each test split.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ if str(REPO) not in sys.path:
 
 from vispe.datasets.mv_scenes import (LIDAR, ConversionConfig, DatasetExistsError, DegenerateBoxError,  # noqa: E402
                                       EmptySceneError, MeshFileError, RenderError, convert)
+from vispe.datasets.mv_scenes.crops import CropsConfig, convert_crops  # noqa: E402
 from vispe.datasets.mv_scenes.nvs import NVSConfig, convert_nvs  # noqa: E402
 from vispe.engine.arguments import (InvalidArgument, non_negative_int, positive_int, reported_by,  # noqa: E402
                                     writable_folder)
@@ -45,15 +50,19 @@ def default_workers() -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; sizes must be positive and the root's parent folder writable."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--task', choices=('detection', 'nvs'), default='detection',
-                        help='detection (nuScenes layout, default) or nvs (input and target views per scene)')
+    parser.add_argument('--task', choices=('detection', 'nvs', 'crops'), default='detection',
+                        help='detection (nuScenes layout, default), nvs (input and target views per scene) or crops '
+                             '(single images with depth at many focal lengths)')
     parser.add_argument('--root', type=Path, default=None,
-                        help='output folder (default datasets/mv-scenes, with --task nvs datasets/mv-scenes-nvs)')
+                        help='output folder (default datasets/mv-scenes, with --task nvs datasets/mv-scenes-nvs, '
+                             'with --task crops datasets/mv-crops-depth)')
     parser.add_argument('--train', type=positive_int, default=None,
-                        help='training samples (rig 1, jittered; default 2000; nvs: scenes, 1000)')
-    parser.add_argument('--val', type=positive_int, default=None, help='val samples (rig 2; default 300; nvs: 100)')
+                        help='training samples (rig 1, jittered; default 2000; nvs: scenes, 4000; crops: 2000)')
+    parser.add_argument('--val', type=positive_int, default=None,
+                        help='val samples (rig 2; default 300; nvs: 100; crops: 200)')
     parser.add_argument('--test', type=non_negative_int, default=None,
-                        help='test-rig1 samples (rig 1, held-out layouts; default: as many as --val; nvs: 100)')
+                        help='test-rig1 samples (rig 1, held-out layouts; default: as many as --val; nvs: 100; '
+                             'crops: 200 in each of test, test-wide, test-tele)')
     parser.add_argument('--input-views', type=positive_int, default=3, help='nvs: input cameras per scene (3)')
     parser.add_argument('--target-views', type=positive_int, default=2, help='nvs: target cameras per scene (2)')
     parser.add_argument('--seed', type=int, default=0)
@@ -66,12 +75,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--overwrite', action='store_true', help='replace an existing mv-scenes root')
     parser.add_argument('--quiet', action='store_true', help='no progress bar')
     args = parser.parse_args(argv)
-    nvs = args.task == 'nvs'
-    args.root = args.root or REPO / 'datasets' / ('mv-scenes-nvs' if nvs else 'mv-scenes')
-    args.train = args.train or (1000 if nvs else 2000)
-    args.val = args.val or (100 if nvs else 300)
-    args.test = 100 if nvs and args.test is None else args.test
-    args.image_size = args.image_size or ((48, 64) if nvs else (180, 320))
+    nvs, crops = args.task == 'nvs', args.task == 'crops'
+    args.root = args.root or REPO / 'datasets' / {'nvs': 'mv-scenes-nvs', 'crops': 'mv-crops-depth'}.get(
+        args.task, 'mv-scenes')
+    args.train = args.train or {'nvs': 4000}.get(args.task, 2000)
+    args.val = args.val or {'nvs': 100, 'crops': 200}.get(args.task, 300)
+    args.test = {'nvs': 100, 'crops': 200}.get(args.task) if args.test is None else args.test
+    args.image_size = args.image_size or {'nvs': (48, 64), 'crops': (96, 128)}.get(args.task, (180, 320))
     with reported_by(parser):
         if not nvs and (args.input_views, args.target_views) != (3, 2):
             raise InvalidArgument('--input-views' if args.input_views != 3 else '--target-views',
@@ -108,15 +118,32 @@ def main_nvs(args: argparse.Namespace, command: str) -> int:
     return 0
 
 
+def main_crops(args: argparse.Namespace, command: str) -> int:
+    """--task crops: render the depth-from-crops images and print what was written."""
+    config = CropsConfig(seed=args.seed, image_size=tuple(args.image_size))
+    counts = dict(train=args.train, val=args.val, test=args.test) | {'test-wide': args.test, 'test-tele': args.test}
+    start = time.perf_counter()
+    try:
+        info = convert_crops(args.root, counts, config=config, workers=args.workers, overwrite=args.overwrite,
+                             progress=not args.quiet, command=command)
+    except (DatasetExistsError, MeshFileError, RenderError) as error:
+        print(f'multiview_scenes.py: error: {error}; {args.root} was left as it was', file=sys.stderr)
+        return 2
+    print(f'{args.root}: images {info["images"]}; {folder_size(args.root) / 2 ** 20:.0f} MiB in '
+          f'{time.perf_counter() - start:.0f} s with {args.workers} worker(s)')
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.task == 'nvs':
-        return main_nvs(args, ' '.join(['python', 'tools/dataset_converters/multiview_scenes.py',
-                                        *(argv if argv is not None else sys.argv[1:])]))
-    config = ConversionConfig(seed=args.seed, image_size=tuple(args.image_size),
-                              lidar=replace(LIDAR, azimuths=args.lidar_azimuths))
     command = ' '.join(['python', 'tools/dataset_converters/multiview_scenes.py',
                         *(argv if argv is not None else sys.argv[1:])])
+    if args.task == 'nvs':
+        return main_nvs(args, command)
+    if args.task == 'crops':
+        return main_crops(args, command)
+    config = ConversionConfig(seed=args.seed, image_size=tuple(args.image_size),
+                              lidar=replace(LIDAR, azimuths=args.lidar_azimuths))
     start = time.perf_counter()
     try:
         info = convert(args.root, args.train, args.val, args.test, config=config, workers=args.workers,
