@@ -53,6 +53,14 @@ mAP25 and mAP50 (3DETR's AP at 3D IoU 0.25 / 0.5); CSV and JSON hold per-class A
 
     python tools/eval_resolution.py work_dirs/vdetr-s_*_pt-scenes_s* --point-density 0.5 1 2 \
         --scene-scale 1 1.5 --group-seeds --out results/vdetr_sweep
+
+Depth-from-crops models (KPE's task, a CropDepthViT config; :mod:`vispe.evaluation.crop_sweep`) are measured on the
+3 x 3 grid crops of each ``--focal-splits`` split (test: the training fields of view; test-wide, test-tele: unseen),
+binned by ``--crop-offsets`` (centre, edge, corner: how far the crop lies from the principal point); the table
+shows AbsRel:
+
+    python tools/eval_resolution.py work_dirs/vit-t4_*_mv-crops-depth_s* --crop-offsets center edge corner \
+        --focal-splits test test-wide test-tele --group-seeds --out results/crops_sweep
 """
 from __future__ import annotations
 
@@ -75,11 +83,12 @@ from vispe.engine import load_config, named_unknown_types
 from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, reported_by,
                                     run_main, writable_output)
 from vispe.evaluation import multiview_sweep as sweep
-from vispe.evaluation import point_sweep
+from vispe.evaluation import crop_sweep, point_sweep
 from vispe.evaluation.encoding_options import check_encoding_options, parse_encoding_options, set_encoding_options
 from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
 from vispe.evaluation.tuning import Knob, applied, coordinate_search, tunable_knobs
 from vispe.evaluation.sweep_report import sweep_table, write_sweep_outputs
+from vispe.datasets.crop_depth import CROP_SPLITS, OFFSET_BINS
 from vispe.registry import DATASETS, METRICS, MODELS
 
 
@@ -123,6 +132,10 @@ def parse_args() -> argparse.Namespace:
                         help='point-cloud runs: points per scene times D (default 1)')
     parser.add_argument('--scene-scale', type=positive_float, nargs='+', default=None, metavar='S',
                         help='point-cloud runs: scenes (points and boxes) times S (default 1)')
+    parser.add_argument('--crop-offsets', choices=OFFSET_BINS, nargs='+', default=None,
+                        help='crop-depth runs: the offset bins tabulated (default: center edge corner)')
+    parser.add_argument('--focal-splits', choices=CROP_SPLITS, nargs='+', default=None,
+                        help="crop-depth runs: the splits measured (default: the config's test split)")
     parser.add_argument('--group-seeds', action='store_true',
                         help='report runs named <name>_s<seed> as the mean and spread (max - min) over their seeds')
     parser.add_argument('--tune', action='store_true',
@@ -139,6 +152,8 @@ def parse_args() -> argparse.Namespace:
         check_distinct('--scene-scale', args.scene_scale or [])
         check_distinct('--intrinsics-scale', args.intrinsics_scale or [])
         check_distinct('--rigs', args.rigs or [])
+        check_distinct('--crop-offsets', args.crop_offsets or [])
+        check_distinct('--focal-splits', args.focal_splits or [])
         writable_output(args.out, '--out', suffixes=('.csv', '.seeds.csv', '.json', '.png'))
     return args
 
@@ -426,6 +441,31 @@ def evaluate_points(args: argparse.Namespace, runs: list[Run], run_configs: list
     return 0
 
 
+def evaluate_crops(args: argparse.Namespace, runs: list[Run], run_configs: list[Config]) -> int:
+    """Crop-depth runs: CropDepthMetric on every chosen split, AbsRel by crop offset."""
+    refused = [('--sizes', args.sizes), ('--intrinsics-scale', args.intrinsics_scale), ('--rigs', args.rigs),
+               ('--point-density', args.point_density), ('--scene-scale', args.scene_scale),
+               ('--encoding-options', args.encoding_options or None), ('--subset', args.subset),
+               ('--tune', args.tune or None), ('--eval-mode', None if args.eval_mode == 'upsample' else args.eval_mode)]
+    for option, value in refused:
+        if value is not None:
+            raise InvalidArgument(option, value, 'crop-depth runs are swept over --focal-splits and --crop-offsets',
+                                  f'leave out {option}')
+    labels = [run.label for run in runs]
+    check_distinct('runs', labels)
+    configs = dict(zip(labels, run_configs))
+    groups = sweep.seed_groups(labels, configs) if args.group_seeds else None
+    offsets = args.crop_offsets or list(OFFSET_BINS)
+    quiet_logger()
+    crop_sweep.evaluate_crop_runs(runs, configs, args.focal_splits, args.batch_size, evaluate)
+    results = {run.label: run.results for run in runs}
+    summaries = {group.label: sweep.group_summary(group, results) for group in groups} if groups else None
+    print(crop_sweep.crop_table(results, offsets, groups, summaries))
+    written = crop_sweep.write_crop_outputs(args.out, command_line(), runs, configs, offsets, groups, summaries)
+    print(f'wrote {", ".join(map(str, written))}')
+    return 0
+
+
 def one_kind(runs: list[Run], configs: list[Config], is_kind: Any, kind: str) -> bool:
     """Whether the runs are all of a kind (``is_kind(cfg)``); a mix is refused."""
     of_kind = [run.label for run, cfg in zip(runs, configs) if is_kind(cfg)]
@@ -441,6 +481,13 @@ def main() -> int:
     configs = [load_config(run.config) for run in runs]
     if one_kind(runs, configs, point_sweep.is_point_config, 'point-cloud detectors'):
         return evaluate_points(args, runs, configs)
+    if one_kind(runs, configs, crop_sweep.is_crop_config, 'crop-depth models'):
+        return evaluate_crops(args, runs, configs)
+    given = [name for name, value in (('--crop-offsets', args.crop_offsets), ('--focal-splits', args.focal_splits))
+             if value]
+    if given:
+        raise InvalidArgument(given[0], [run.label for run in runs], f'{given[0]} is for crop-depth runs '
+                              f'(CropDepthViT configs) and these runs are not', f'leave out {given[0]}')
     given = [name for name, value in (('--point-density', args.point_density), ('--scene-scale', args.scene_scale))
              if value]
     if given:

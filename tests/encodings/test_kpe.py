@@ -109,3 +109,17 @@ def test_bad_crops_name_the_fix(box: list[float], fx: float, message: str) -> No
 def test_missing_crop_boxes_name_the_field() -> None:
     with pytest.raises(ValueError, match='Positions.crop_boxes'):
         KPE(embed_dim=8).embed(torch.zeros(1, 4, 8), Positions(grid_size=(2, 2)))
+
+
+def test_without_intrinsics_the_features_read_the_crop_box_in_pixels_only() -> None:
+    """use_intrinsics=False (the crop-box baseline): the features are KPE's under a nominal camera of the image size
+    (fx = fy = W, principal point at the centre), the same whatever K the cameras carry."""
+    torch.manual_seed(0)
+    boxes = torch.tensor([[100., 50., 259., 209.], [0., 0., 319., 319.]])
+    wide, tele = camera_matrix(300, 300, 320, 240, 2), camera_matrix(900, 900, 300, 250, 2)
+    blind = KPE(embed_dim=8, num_freqs=4, mode='center-corner', use_intrinsics=False)
+    nominal = camera_matrix(640, 640, 319.5, 239.5, 2)
+    assert torch.allclose(blind.features(crop_positions(boxes, wide))[:, 0], kpe_center_corner(boxes, nominal, 4))
+    assert torch.equal(blind.features(crop_positions(boxes, wide)), blind.features(crop_positions(boxes, tele)))
+    seeing = KPE(embed_dim=8, num_freqs=4, mode='center-corner')
+    assert not torch.allclose(seeing.features(crop_positions(boxes, wide)), seeing.features(crop_positions(boxes, tele)))

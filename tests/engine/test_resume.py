@@ -121,3 +121,15 @@ def test_stale_temporaries_are_removed_when_a_run_starts(tmp_path: Path) -> None
         temporary_path(tmp_path / name).write_bytes(b'partial')
     WeightsCheckpointHook().before_run(FakeRunner(tmp_path, MessageHub.get_instance('stale')))
     assert not any(temporary_path(tmp_path / name).exists() for name in WeightsCheckpointHook.FILES)
+
+
+def test_best_checkpoint_of_a_lower_is_better_metric(tmp_path: Path) -> None:
+    """rule='less' keeps the lowest value (a depth error); an unknown rule is refused."""
+    hook = WeightsCheckpointHook('depth/absrel', rule='less')
+    runner = FakeRunner(tmp_path, MessageHub.get_instance('best_less'))
+    hook.before_train(runner)
+    for value in (0.30, 0.20, 0.25):
+        hook.after_val_epoch(runner, {'depth/absrel': value})
+    assert torch.load(tmp_path / 'best.pth', weights_only=True)['meta']['metrics'] == {'depth/absrel': 0.20}
+    with pytest.raises(ValueError, match="'greater' or 'less'"):
+        WeightsCheckpointHook('depth/absrel', rule='lower')

@@ -123,6 +123,10 @@ class KPE(PositionEncoding):
         num_freqs: L (8 in the depth and detection experiments, 4 for ARCTIC).
         mode: ``'dense'`` (4L features per patch) or ``'center-corner'`` (20L per crop).
         hidden_dim: width of the MLP (256).
+        use_intrinsics: False reads the crop box in pixels alone, the baseline KPE is measured against: the
+            angles are taken with a nominal camera of the image size (fx = fy = W, principal point at the image
+            centre) in place of the real K, so the features say where the crop lies in pixels and nothing of the
+            focal length.
 
     Shapes: embed x (B, prefix + h·w, C) -> same.
     """
@@ -130,19 +134,24 @@ class KPE(PositionEncoding):
     family: ClassVar[str] = 'camera'
     paper: ClassVar[str] = 'Prakash, Gupta, Gupta, ECCV 2024 (ap229997/ambiguity)'
     requires: ClassVar[tuple[str, ...]] = ('cameras', 'crop_boxes')
-    examples: ClassVar[tuple[dict, ...]] = ({}, {'mode': 'center-corner'})
+    examples: ClassVar[tuple[dict, ...]] = ({}, {'mode': 'center-corner'},
+                                            {'mode': 'center-corner', 'use_intrinsics': False})
     options: ClassVar[dict[str, Option]] = {
         'embed_dim': model_fact('embed_dim'),
         'num_freqs': Option(int, ge=1, le=16, doc='The frequencies L of each angle, 2^0…2^(L−1) (8 in the paper).'),
         'mode': Option(str, choices=('dense', 'center-corner'),
                        doc="'dense' (every patch's angles) or 'center-corner' (the crop's centre and corners)."),
         'hidden_dim': Option(int, ge=1, doc='The width of the 1×1 MLP that maps the features to tokens (256).'),
+        'use_intrinsics': Option(bool, doc='False: a nominal camera of the image size replaces K (the crop box in '
+                                           'pixels alone, a baseline).'),
     }
 
-    def __init__(self, embed_dim: int, num_freqs: int = 8, mode: str = 'dense', hidden_dim: int = 256) -> None:
+    def __init__(self, embed_dim: int, num_freqs: int = 8, mode: str = 'dense', hidden_dim: int = 256,
+                 use_intrinsics: bool = True) -> None:
         super().__init__()
         self.num_freqs = num_freqs
         self.mode = mode
+        self.use_intrinsics = use_intrinsics
         in_dim = 4 * num_freqs if mode == 'dense' else 20 * num_freqs
         self.mlp = nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, embed_dim), nn.ReLU())
 
@@ -156,6 +165,10 @@ class KPE(PositionEncoding):
             raise ValueError(f'KPE encodes crops of one image each; the cameras have {cameras.num_views} views.')
         intrinsics = cameras.intrinsics[:, 0]
         check_crops(boxes, intrinsics, cameras.image_size)
+        if not self.use_intrinsics:
+            height, width = cameras.image_size
+            nominal = intrinsics.new_tensor([[width, 0, (width - 1) / 2], [0, width, (height - 1) / 2], [0, 0, 1]])
+            intrinsics = nominal.expand_as(intrinsics)
         return boxes.float(), intrinsics
 
     def features(self, pos: Positions) -> torch.Tensor:
@@ -177,4 +190,4 @@ class KPE(PositionEncoding):
         return torch.cat([x[:, :prefix], patches], dim=1) if prefix else patches
 
     def extra_repr(self) -> str:
-        return f'mode={self.mode!r}, num_freqs={self.num_freqs}'
+        return f'mode={self.mode!r}, num_freqs={self.num_freqs}, use_intrinsics={self.use_intrinsics}'

@@ -78,14 +78,18 @@ class WeightsCheckpointHook(Hook):
     a resumed run replaces ``best.pth`` only with a better model.
 
     Args:
-        metric: validation metric to maximise (e.g. 'accuracy/top1').
+        metric: validation metric to compare (e.g. 'accuracy/top1').
+        rule: 'greater' (default) or 'less': which values are better, as mmengine's ``CheckpointHook`` says it.
     """
 
     priority = 'LOW'
     FILES = ('best.pth', 'last.pth')
 
-    def __init__(self, metric: str = 'accuracy/top1') -> None:
+    def __init__(self, metric: str = 'accuracy/top1', rule: str = 'greater') -> None:
+        if rule not in ('greater', 'less'):
+            raise ValueError(f"WeightsCheckpointHook rule must be 'greater' or 'less'; got {rule!r}.")
         self.metric = metric
+        self.sign = 1.0 if rule == 'greater' else -1.0
         self.best = -math.inf
 
     @property
@@ -110,7 +114,7 @@ class WeightsCheckpointHook(Hook):
     def after_val_epoch(self, runner: Any, metrics: dict[str, float] | None = None) -> None:
         if not metrics or self.metric not in metrics:
             return
-        value = float(metrics[self.metric])
+        value = self.sign * float(metrics[self.metric])
         if value > self.best:
             self.best = value
             runner.message_hub.update_info(self.info_key, value)

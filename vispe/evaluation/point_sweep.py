@@ -30,8 +30,8 @@ from vispe.datasets.point_scenes import PointScenes
 from vispe.engine import named_unknown_types
 from vispe.evaluation.indoor_ap import IndoorAP
 from vispe.evaluation.multiview_sweep import SPREAD, SeedGroup, _registered
-from vispe.evaluation.sweep_report import (metric_names, run_record, seed_group_records, write_atomically, write_csv,
-                                           write_json)
+from vispe.evaluation.sweep_report import (format_cell, format_number, metric_names, run_record, seed_group_records,
+                                           write_atomically, write_csv, write_json)
 from vispe.models.vdetr import VDETR
 from vispe.registry import DATASETS, METRICS, MODELS
 
@@ -116,16 +116,6 @@ def evaluate_point_runs(runs: Sequence[Any], configs: Mapping[str, Config], dens
                 run.results[point] = evaluate(model, cfg, dataset, size, progress, METRICS.build(cfg.test_evaluator))
 
 
-def _number(value: float) -> str:
-    return 'nan' if math.isnan(value) else f'{value:.4f}'
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, tuple):
-        return f'{_number(value[0])}±{_number(value[1])}'
-    return _number(float(value))
-
-
 def point_table(results: Results, groups: Sequence[SeedGroup] | None = None,
                 summaries: Summaries | None = None) -> str:
     """mAP25 and mAP50 per run (or seed group: mean±spread) and scene scale, one column pair per point density."""
@@ -145,7 +135,7 @@ def point_table(results: Results, groups: Sequence[SeedGroup] | None = None,
         for point, metrics in per_point.items():
             rows.setdefault(point.scene_scale, {})[point.point_density] = metrics
         for scale, cells in rows.items():
-            lines.append([label, f'{scale:g}', *[_cell(cells[density].get(name, math.nan)) if density in cells
+            lines.append([label, f'{scale:g}', *[format_cell(cells[density].get(name, math.nan)) if density in cells
                                                    else '' for density in densities for name in TABLE_METRICS]])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = ['  '.join(cell.rjust(width) if i > 0 else cell.ljust(width) for i, (cell, width) in
@@ -200,7 +190,7 @@ def _run_rows(results: Results) -> list[list[Any]]:
     for label, per_run in results.items():
         for point, metrics in per_run.items():
             rows.append([label, point.point_density, point.scene_scale,
-                         *[_number(float(metrics[name])) if name in metrics else '' for name in names]])
+                         *[format_number(float(metrics[name])) if name in metrics else '' for name in names]])
     return rows
 
 
@@ -213,7 +203,7 @@ def _group_rows(groups: Sequence[SeedGroup], summaries: Summaries) -> list[list[
         for point, metrics in summaries[group.label].items():
             rows.append([group.label, ' '.join('-' if seed is None else str(seed) for seed in group.seeds),
                          ' '.join(group.members), point.point_density, point.scene_scale,
-                         *[_number(metrics[name][i]) if name in metrics else '' for name in names for i in (0, 1)]])
+                         *[format_number(metrics[name][i]) if name in metrics else '' for name in names for i in (0, 1)]])
     return rows
 
 

@@ -20,7 +20,7 @@ from mmengine.config import Config
 
 from vispe.evaluation.multiview_sweep import PRIMARY_METRIC, SPREAD, SeedGroup, SweepPoint
 
-__all__ = ['group_csv_rows', 'json_safe', 'metric_names', 'plot_sweep', 'run_csv_rows', 'run_record',
+__all__ = ['format_cell', 'format_number', 'group_csv_rows', 'json_safe', 'metric_names', 'plot_sweep', 'run_csv_rows', 'run_record',
            'seed_group_records', 'sha256', 'sweep_table', 'write_atomically', 'write_csv', 'write_json',
            'write_sweep_outputs']
 
@@ -82,32 +82,42 @@ def metric_names(results: Results) -> list[str]:
     return list(dict.fromkeys(name for per_run in results.values() for metrics in per_run.values() for name in metrics))
 
 
-def _number(value: float) -> str:
+def format_number(value: float) -> str:
+    """A metric as the tables and CSVs write it: 4 decimals, or 'nan'."""
     return 'nan' if math.isnan(value) else f'{value:.4f}'
 
 
-def run_csv_rows(results: Results) -> list[list[Any]]:
-    """Header and one row per run and point: model, rig, split, intrinsics_scale, height, width, every metric."""
+def format_cell(value: Any) -> str:
+    """A table cell: a number, or a (mean, spread) pair as 'mean±spread'."""
+    if isinstance(value, tuple):
+        return f'{format_number(value[0])}±{format_number(value[1])}'
+    return format_number(float(value))
+
+
+def run_csv_rows(results: Results, columns: Sequence[str] = POINT_COLUMNS) -> list[list[Any]]:
+    """Header and one row per run and point: model, the point's ``columns`` (its ``record()``; by default rig,
+    split, intrinsics_scale, height, width), every metric."""
     names = metric_names(results)
-    rows: list[list[Any]] = [['model', *POINT_COLUMNS, *names]]
+    rows: list[list[Any]] = [['model', *columns, *names]]
     for label, per_run in results.items():
         for point, metrics in per_run.items():
             rows.append([label, *point.record().values(),
-                         *[_number(float(metrics[name])) if name in metrics else '' for name in names]])
+                         *[format_number(float(metrics[name])) if name in metrics else '' for name in names]])
     return rows
 
 
-def group_csv_rows(groups: Sequence[SeedGroup], summaries: Summaries) -> list[list[Any]]:
+def group_csv_rows(groups: Sequence[SeedGroup], summaries: Summaries,
+                   columns: Sequence[str] = POINT_COLUMNS) -> list[list[Any]]:
     """Header and one row per seed group and point: group, seeds, members, the point, then ``<metric>_mean`` and
     ``<metric>_spread`` (max - min over the seeds) of every metric."""
     names = list(dict.fromkeys(name for summary in summaries.values() for metrics in summary.values()
                                for name in metrics))
-    header = ['group', 'seeds', 'members', *POINT_COLUMNS,
+    header = ['group', 'seeds', 'members', *columns,
               *[f'{name}_{kind}' for name in names for kind in ('mean', 'spread')]]
     rows: list[list[Any]] = [header]
     for group in groups:
         for point, metrics in summaries[group.label].items():
-            values = [_number(metrics[name][i]) if name in metrics else '' for name in names for i in (0, 1)]
+            values = [format_number(metrics[name][i]) if name in metrics else '' for name in names for i in (0, 1)]
             rows.append([group.label, ' '.join('-' if seed is None else str(seed) for seed in group.seeds),
                          ' '.join(group.members), *point.record().values(), *values])
     return rows
@@ -146,9 +156,9 @@ def sweep_table(results: Results, groups: Sequence[SeedGroup] | None = None, sum
                 if value is None:
                     row.append('')
                 elif isinstance(value, tuple):
-                    row.append(f'{_number(value[0])}±{_number(value[1])}')
+                    row.append(f'{format_number(value[0])}±{format_number(value[1])}')
                 else:
-                    row.append(_number(float(value)))
+                    row.append(format_number(float(value)))
             lines.append(row)
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     text = ['  '.join(cell.rjust(width) if i > 2 else cell.ljust(width) for i, (cell, width) in

@@ -1,6 +1,7 @@
 """Models built around vispe encodings: the timm ViT classifier, the DETR detector, the PETR / 3DPPE multi-view
-3D detector, the V-DETR-style point-cloud detector and the SRT-style novel-view synthesis model."""
+3D detector, the V-DETR-style point-cloud detector, the SRT-style novel-view synthesis model and the crop-depth ViT."""
 from vispe.models.classifier import ImageClassifier
+from vispe.models.crop_depth import CropDepthViT
 from vispe.models.detr import DETR, TimmFeatures
 from vispe.models.nvs import NovelViewTransformer
 from vispe.models.optim import NoDecayOptimWrapperConstructor
@@ -8,5 +9,5 @@ from vispe.models.petr import PETRDetector
 from vispe.models.vdetr import VDETR, PointSetAbstraction
 from vispe.models.vit import Block, VisionTransformer, create_vit, retrofit
 
-__all__ = ['Block', 'DETR', 'ImageClassifier', 'NoDecayOptimWrapperConstructor', 'NovelViewTransformer', 'PETRDetector', 'PointSetAbstraction',
+__all__ = ['Block', 'CropDepthViT', 'DETR', 'ImageClassifier', 'NoDecayOptimWrapperConstructor', 'NovelViewTransformer', 'PETRDetector', 'PointSetAbstraction',
            'TimmFeatures', 'VDETR', 'VisionTransformer', 'create_vit', 'retrofit']
