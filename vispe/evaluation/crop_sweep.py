@@ -159,7 +159,8 @@ def write_crop_outputs(out: Path, command: str, runs: Sequence[Any], configs: Ma
     each written atomically."""
     out = Path(out)
     results = {run.label: run.results for run in runs}
-    written = [write_atomically(out.with_suffix('.csv'), lambda path: write_csv(path, run_csv_rows(results, ['split'])))]
+    written = [write_atomically(out.with_suffix('.csv'),
+                                lambda path: write_csv(path, run_csv_rows(results, ['split'])))]
     if groups:
         written.append(write_atomically(out.with_suffix('.seeds.csv'), lambda path: write_csv(
             path, group_csv_rows(groups, summaries, ['split']))))

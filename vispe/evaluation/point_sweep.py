@@ -203,7 +203,8 @@ def _group_rows(groups: Sequence[SeedGroup], summaries: Summaries) -> list[list[
         for point, metrics in summaries[group.label].items():
             rows.append([group.label, ' '.join('-' if seed is None else str(seed) for seed in group.seeds),
                          ' '.join(group.members), point.point_density, point.scene_scale,
-                         *[format_number(metrics[name][i]) if name in metrics else '' for name in names for i in (0, 1)]])
+                         *[format_number(metrics[name][i]) if name in metrics else '' for name in names
+                           for i in (0, 1)]])
     return rows
 
 

@@ -20,7 +20,8 @@ from mmengine.config import Config
 
 from vispe.evaluation.multiview_sweep import PRIMARY_METRIC, SPREAD, SeedGroup, SweepPoint
 
-__all__ = ['format_cell', 'format_number', 'group_csv_rows', 'json_safe', 'metric_names', 'plot_sweep', 'run_csv_rows', 'run_record',
+__all__ = ['format_cell', 'format_number', 'group_csv_rows', 'json_safe', 'metric_names', 'plot_sweep', 'run_csv_rows',
+           'run_record',
            'seed_group_records', 'sha256', 'sweep_table', 'write_atomically', 'write_csv', 'write_json',
            'write_sweep_outputs']
 

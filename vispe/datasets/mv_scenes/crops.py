@@ -25,16 +25,16 @@ import math
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from vispe.datasets.mv_scenes.layout import LayoutConfig, sample_layout
+from vispe.datasets.mv_scenes.mesh_workers import WORKER, render_in_workers
 from vispe.datasets.mv_scenes.meshes import CLASS_MESHES, CanonicalMesh, load_class_meshes
 from vispe.datasets.mv_scenes.nvs import look_at, table_top
 from vispe.datasets.mv_scenes.render import SceneRenderer
 from vispe.datasets.output_folder import prepare_output_folder, publish_output_folder
-from vispe.datasets.worker_pool import map_in_processes
 
 __all__ = ['CROPS_INFO_FILE', 'CROPS_SPLITS', 'CropsConfig', 'convert_crops', 'render_crops_image']
 
@@ -92,33 +92,13 @@ def render_crops_image(split: str, index: int, config: CropsConfig, meshes: list
     return dict(image=view.image, depth=view.depth, intrinsics=intrinsics.astype(np.float32), cam2world=pose)
 
 
-_WORKER: dict[str, Any] = {}
-
-
-def _init_worker(config: CropsConfig, roots: dict[str, Path | None] | None) -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    _WORKER.update(config=config, meshes=load_class_meshes(roots=roots))
-
-
 def _write_image(task: tuple[str, int], out_root: Path, config: CropsConfig | None = None,
                  meshes: list[CanonicalMesh] | None = None) -> tuple[str, float]:
     split, index = task
-    arrays = render_crops_image(split, index, config or _WORKER['config'], meshes or _WORKER['meshes'],
+    arrays = render_crops_image(split, index, config or WORKER['config'], meshes or WORKER['meshes'],
                                 nthreads=0 if meshes is not None else 1)
     np.savez_compressed(out_root / split / f'{index:05d}.npz', **arrays)
     return split, float((arrays['depth'] > 0).mean())
-
-
-def _write_all(tasks: list[tuple[str, int]], config: CropsConfig, meshes: list[CanonicalMesh], out_root: Path,
-               workers: int, roots: dict[str, Path | None] | None) -> Iterator[tuple[str, float]]:
-    if workers <= 1:
-        for task in tasks:
-            yield _write_image(task, out_root, config, meshes)
-        return
-    yield from map_in_processes(_write_image, tasks, out_root, workers=workers, module=__name__,
-                                initializer=_init_worker, initargs=(config, roots), chunksize=16)
 
 
 def convert_crops(root: str | Path, counts: dict[str, int] | None = None, *, config: CropsConfig = CropsConfig(),
@@ -146,8 +126,9 @@ def convert_crops(root: str | Path, counts: dict[str, int] | None = None, *, con
             (partial / split).mkdir()
         tasks = [(split, index) for split in CROPS_SPLITS for index in range(counts[split])]
         valid = {split: 0.0 for split in CROPS_SPLITS}
-        for split, fraction in tqdm(_write_all(tasks, config, meshes, partial, workers, roots), total=len(tasks),
-                                    desc='mv-crops-depth', unit='image', disable=not progress):
+        rendered = render_in_workers(_write_image, tasks, partial, config, meshes, workers, roots, __name__, 16)
+        for split, fraction in tqdm(rendered, total=len(tasks), desc='mv-crops-depth', unit='image',
+                                      disable=not progress):
             valid[split] += fraction
         info = dict(generator='vispe.datasets.mv_scenes.crops', command=command,
                     config=json.loads(json.dumps(asdict(config))), images=counts,

@@ -27,16 +27,16 @@ import math
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from vispe.datasets.mv_scenes.errors import EmptySceneError
 from vispe.datasets.mv_scenes.layout import LayoutConfig, sample_layout
+from vispe.datasets.mv_scenes.mesh_workers import WORKER, render_in_workers
 from vispe.datasets.mv_scenes.meshes import CLASS_MESHES, CanonicalMesh, load_class_meshes
 from vispe.datasets.mv_scenes.render import SceneRenderer
 from vispe.datasets.output_folder import prepare_output_folder, publish_output_folder
-from vispe.datasets.worker_pool import map_in_processes
 
 __all__ = ['NVS_INFO_FILE', 'NVS_SPLITS', 'NVSConfig', 'convert_nvs', 'look_at', 'render_nvs_scene']
 
@@ -132,33 +132,13 @@ def render_nvs_scene(split: str, index: int, config: NVSConfig, meshes: list[Can
                           f'{config.max_redraws + 1} draws; change the seed or the layout')
 
 
-_WORKER: dict[str, Any] = {}
-
-
-def _init_worker(config: NVSConfig, roots: dict[str, Path | None] | None) -> None:
-    import torch
-
-    torch.set_num_threads(1)
-    _WORKER.update(config=config, meshes=load_class_meshes(roots=roots))
-
-
 def _write_scene(task: tuple[str, int], out_root: Path, config: NVSConfig | None = None,
                  meshes: list[CanonicalMesh] | None = None) -> tuple[str, int]:
     split, index = task
-    arrays = render_nvs_scene(split, index, config or _WORKER['config'], meshes or _WORKER['meshes'],
+    arrays = render_nvs_scene(split, index, config or WORKER['config'], meshes or WORKER['meshes'],
                               nthreads=0 if meshes is not None else 1)
     np.savez_compressed(out_root / split / f'{index:05d}.npz', **arrays)
     return split, int(arrays['objects'].sum())
-
-
-def _write_all(tasks: list[tuple[str, int]], config: NVSConfig, meshes: list[CanonicalMesh], out_root: Path,
-               workers: int, roots: dict[str, Path | None] | None) -> Iterator[tuple[str, int]]:
-    if workers <= 1:
-        for task in tasks:
-            yield _write_scene(task, out_root, config, meshes)
-        return
-    yield from map_in_processes(_write_scene, tasks, out_root, workers=workers, module=__name__,
-                                initializer=_init_worker, initargs=(config, roots), chunksize=8)
 
 
 def convert_nvs(root: str | Path, train: int = 4000, val: int = 100, test: int = 100, *,
@@ -182,8 +162,9 @@ def convert_nvs(root: str | Path, train: int = 4000, val: int = 100, test: int =
             (partial / split).mkdir()
         tasks = [(split, index) for split in NVS_SPLITS for index in range(counts[split])]
         object_pixels = {split: 0 for split in NVS_SPLITS}
-        for split, pixels in tqdm(_write_all(tasks, config, meshes, partial, workers, roots), total=len(tasks),
-                                  desc='mv-scenes nvs', unit='scene', disable=not progress):
+        rendered = render_in_workers(_write_scene, tasks, partial, config, meshes, workers, roots, __name__, 8)
+        for split, pixels in tqdm(rendered, total=len(tasks), desc='mv-scenes nvs', unit='scene',
+                                  disable=not progress):
             object_pixels[split] += pixels
         views = config.input_views + config.target_views
         info = dict(generator='vispe.datasets.mv_scenes.nvs', command=command,
