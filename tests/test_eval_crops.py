@@ -65,3 +65,20 @@ def test_options_of_other_kinds_are_refused(work_dirs, tmp_path, monkeypatch) ->
     vit = untrained_work_dir(tmp_path, 'vit', Config.fromfile(str(VIT_CONFIG)), 0, 'vit.py')
     with pytest.raises(InvalidArgument, match='crop-depth runs'):
         run_tool([str(vit), '--sizes', '28', '--crop-offsets', 'center', '--out', str(tmp_path / 'y')], monkeypatch)
+
+
+def test_vis_crop_depth_draws_set_images_and_the_real_stereo_pair(work_dirs, tmp_path, monkeypatch, capsys) -> None:
+    tool = load_tool('vis_crop_depth')
+    for image in ('test-tele:0', 'stereo-motorcycle'):
+        out = tmp_path / f'{image.replace(":", "_")}.png'
+        argv = ['vis_crop_depth.py', *map(str, work_dirs), '--image', image, '--out', str(out)]
+        monkeypatch.setattr(sys, 'argv', argv)
+        assert tool.main() == 0
+        assert '9 crops, 2 runs' in capsys.readouterr().out and out.stat().st_size > 10_000
+    depth, intrinsics = tool.motorcycle()[1:]
+    assert 0.9 < (depth > 0).mean() < 0.95 and 2.0 < depth[depth > 0].min() < depth.max() < 5.1
+    assert intrinsics[0, 0] == pytest.approx(994.978)
+    monkeypatch.setattr(sys, 'argv', ['vis_crop_depth.py', str(work_dirs[0]), '--image', 'test:7', '--out',
+                                      str(tmp_path / 'x.png')])
+    with pytest.raises(InvalidArgument, match='beyond the 1 images'):
+        tool.main()

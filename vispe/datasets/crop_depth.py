@@ -25,7 +25,7 @@ from vispe.datasets.options import check_choice, check_positive_int
 from vispe.datasets.point_scenes import torch_seeded_rng
 from vispe.registry import DATASETS, FUNCTIONS
 
-__all__ = ['CROP_SPLITS', 'OFFSET_BINS', 'CropDepth', 'crop_depth_collate', 'grid_crops']
+__all__ = ['CROP_SPLITS', 'OFFSET_BINS', 'CropDepth', 'crop_depth_collate', 'cut_crop', 'grid_crops']
 
 CROP_SPLITS = ('train', 'val', 'test', 'test-wide', 'test-tele')
 OFFSET_BINS = ('center', 'edge', 'corner')
@@ -44,6 +44,21 @@ def grid_crops(height: int, width: int, side: int) -> list[tuple[int, int, str]]
             off_axis = (row != 1) + (col != 1)
             crops.append((x0, y0, OFFSET_BINS[off_axis]))
     return crops
+
+
+def cut_crop(image: np.ndarray, depth: np.ndarray, x0: int, y0: int, side: int,
+             crop_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The square crop of ``side`` pixels at (x0, y0) of an (H, W, 3) uint8 image and its (H, W) depth, resized to
+    ``crop_size``: (3, S, S) float RGB in [0, 1] (bilinear, antialiased), (S, S) depth (nearest: no depth is mixed
+    across an edge or with unknown pixels) and the (4,) box (x0, y0, x1, y1) of its first and last pixel."""
+    size = (crop_size, crop_size)
+    rgb = torch.from_numpy(np.ascontiguousarray(image[y0:y0 + side, x0:x0 + side])).permute(2, 0, 1).float()[None]
+    crop_depth = torch.from_numpy(np.ascontiguousarray(depth[y0:y0 + side, x0:x0 + side], np.float32))[None, None]
+    if side != crop_size:
+        rgb = F.interpolate(rgb, size=size, mode='bilinear', align_corners=False, antialias=True)
+        crop_depth = F.interpolate(crop_depth, size=size, mode='nearest-exact')
+    box = torch.tensor([x0, y0, x0 + side - 1, y0 + side - 1], dtype=torch.float32)
+    return (rgb[0] / 255).clamp(0, 1), crop_depth[0, 0], box
 
 
 @DATASETS.register_module()
@@ -126,17 +141,11 @@ class CropDepth(Dataset):
         data = self.load(image_index)
         height, width = data['depth'].shape
         x0, y0, side, offset_bin = self.crop_of(index, height, width)
-        size = (self.crop_size, self.crop_size)
-        rgb = torch.from_numpy(data['image'][y0:y0 + side, x0:x0 + side]).permute(2, 0, 1).float()[None] / 255
-        depth = torch.from_numpy(data['depth'][y0:y0 + side, x0:x0 + side])[None, None]
-        if side != self.crop_size:
-            rgb = F.interpolate(rgb, size=size, mode='bilinear', align_corners=False, antialias=True)
-            depth = F.interpolate(depth, size=size, mode='nearest-exact')
-        box = torch.tensor([x0, y0, x0 + side - 1, y0 + side - 1], dtype=torch.float32)
-        return dict(inputs=dict(image=rgb[0].clamp(0, 1), crop_box=box,
+        rgb, depth, box = cut_crop(data['image'], data['depth'], x0, y0, side, self.crop_size)
+        return dict(inputs=dict(image=rgb, crop_box=box,
                                 intrinsics=torch.from_numpy(data['intrinsics']).float(),
                                 image_size=torch.tensor([height, width])),
-                    data_samples=dict(depth=depth[0, 0], offset_bin=offset_bin,
+                    data_samples=dict(depth=depth, offset_bin=offset_bin,
                                       image_id=f'{self.split}/{self.files[image_index].stem}'))
 
 
