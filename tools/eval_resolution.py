@@ -86,7 +86,7 @@ from vispe.evaluation import multiview_sweep as sweep
 from vispe.evaluation import crop_sweep, point_sweep
 from vispe.evaluation.encoding_options import check_encoding_options, parse_encoding_options, set_encoding_options
 from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
-from vispe.evaluation.tuning import Knob, applied, coordinate_search, tunable_knobs
+from vispe.evaluation.tuning import Knob, applied, check_held_out, coordinate_search, tunable_knobs
 from vispe.evaluation.sweep_report import sweep_table, write_sweep_outputs
 from vispe.datasets.crop_depth import CROP_SPLITS, OFFSET_BINS
 from vispe.registry import DATASETS, METRICS, MODELS
@@ -216,17 +216,6 @@ def tuned_label(label: str) -> str:
     if match:
         return f'{match.group("group")}+tuned{label[len(match.group("group")):]}'
     return f'{label}+tuned'
-
-
-def check_held_out(cfg: Config, label: str) -> None:
-    """``--tune`` searches on the config's validation set: refuse a config whose validation set is its test set."""
-    val, test = dict(cfg.val_dataloader.dataset), dict(cfg.test_dataloader.dataset)
-    same = [key for key in ('split', 'ann_file') if key in val and val.get(key) == test.get(key)]
-    if same:
-        raise InvalidArgument('--tune', label, f'its config validates on its test set ({same[0]} '
-                              f'{val[same[0]]!r} in both val_dataloader and test_dataloader), and --tune never '
-                              'chooses options on test data', 'give the run a config whose val_dataloader holds out '
-                              "part of the training data (FashionMNIST split='minival'), or leave out --tune")
 
 
 def tune_at_size(model: torch.nn.Module, cfg: Config, knobs: list[Knob], size: int, args: argparse.Namespace,
@@ -417,15 +406,22 @@ def evaluate_multiview(args: argparse.Namespace, runs: list[Run], run_configs: l
     return 0
 
 
+def refuse_other_axes(args: argparse.Namespace, axes: tuple[str, str], runs: str) -> None:
+    """Refuse every given option but ``axes``, the two these ``runs`` are swept over."""
+    given = {'--sizes': args.sizes, '--intrinsics-scale': args.intrinsics_scale, '--rigs': args.rigs,
+             '--point-density': args.point_density, '--scene-scale': args.scene_scale,
+             '--focal-splits': args.focal_splits, '--crop-offsets': args.crop_offsets,
+             '--encoding-options': args.encoding_options or None, '--subset': args.subset, '--tune': args.tune or None,
+             '--eval-mode': None if args.eval_mode == 'upsample' else args.eval_mode}
+    for option, value in given.items():
+        if option not in axes and value is not None:
+            raise InvalidArgument(option, value, f'{runs} are swept over {axes[0]} and {axes[1]}',
+                                  f'leave out {option}')
+
+
 def evaluate_points(args: argparse.Namespace, runs: list[Run], run_configs: list[Config]) -> int:
     """V-DETR runs: IndoorAP at every (scene scale, point density) of the sweep."""
-    refused = [('--sizes', args.sizes), ('--intrinsics-scale', args.intrinsics_scale), ('--rigs', args.rigs),
-               ('--encoding-options', args.encoding_options or None), ('--subset', args.subset),
-               ('--tune', args.tune or None), ('--eval-mode', None if args.eval_mode == 'upsample' else args.eval_mode)]
-    for option, value in refused:
-        if value is not None:
-            raise InvalidArgument(option, value, 'point-cloud runs are swept over --point-density and --scene-scale',
-                                  f'leave out {option}')
+    refuse_other_axes(args, ('--point-density', '--scene-scale'), 'point-cloud runs')
     labels = [run.label for run in runs]
     check_distinct('runs', labels)
     configs = dict(zip(labels, run_configs))
@@ -443,14 +439,7 @@ def evaluate_points(args: argparse.Namespace, runs: list[Run], run_configs: list
 
 def evaluate_crops(args: argparse.Namespace, runs: list[Run], run_configs: list[Config]) -> int:
     """Crop-depth runs: CropDepthMetric on every chosen split, AbsRel by crop offset."""
-    refused = [('--sizes', args.sizes), ('--intrinsics-scale', args.intrinsics_scale), ('--rigs', args.rigs),
-               ('--point-density', args.point_density), ('--scene-scale', args.scene_scale),
-               ('--encoding-options', args.encoding_options or None), ('--subset', args.subset),
-               ('--tune', args.tune or None), ('--eval-mode', None if args.eval_mode == 'upsample' else args.eval_mode)]
-    for option, value in refused:
-        if value is not None:
-            raise InvalidArgument(option, value, 'crop-depth runs are swept over --focal-splits and --crop-offsets',
-                                  f'leave out {option}')
+    refuse_other_axes(args, ('--focal-splits', '--crop-offsets'), 'crop-depth runs')
     labels = [run.label for run in runs]
     check_distinct('runs', labels)
     configs = dict(zip(labels, run_configs))

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
+from mmengine.config import Config
 
 from vispe.encodings.base import PositionEncoding
+from vispe.engine.arguments import InvalidArgument
 
-__all__ = ['Knob', 'applied', 'coordinate_search', 'tunable_knobs']
+__all__ = ['Knob', 'applied', 'check_held_out', 'coordinate_search', 'tunable_knobs']
 
 
 @dataclass(frozen=True)
@@ -86,3 +88,14 @@ def coordinate_search(knobs: Sequence[Knob], score: Callable[[], float],
         if not changed:
             break
     return tuple(chosen), best, built, len(scores)
+
+
+def check_held_out(cfg: Config, label: str) -> None:
+    """``--tune`` searches on the config's validation set: refuse a config whose validation set is its test set."""
+    val, test = dict(cfg.val_dataloader.dataset), dict(cfg.test_dataloader.dataset)
+    same = [key for key in ('split', 'ann_file') if key in val and val.get(key) == test.get(key)]
+    if same:
+        raise InvalidArgument('--tune', label, f'its config validates on its test set ({same[0]} '
+                              f'{val[same[0]]!r} in both val_dataloader and test_dataloader), and --tune never '
+                              'chooses options on test data', 'give the run a config whose val_dataloader holds out '
+                              "part of the training data (FashionMNIST split='minival'), or leave out --tune")
