@@ -45,7 +45,7 @@ def test_unknown_encoding_names_closest_and_lists_registered() -> None:
     message = str(info.value)
     assert "Did you mean 'SinCos2D' or 'SinCosXYZ'?" in message
     assert 'LearnedAPE, LookHere, MultiViewSine, NoPE, PEG, PETR, PPE3D, RPE2D, RoPEAxial, RoPEMixed, SinCos2D, ' \
-        'SinCosXYZ, VertexRPE, iRPE' in message
+        'SinCosXYZ, TriPlane, VertexRPE, iRPE' in message
     assert 'custom_imports' in message
 
 

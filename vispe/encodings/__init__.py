@@ -20,6 +20,7 @@ from vispe.encodings.ppe3d import PPE3D
 from vispe.encodings.rope import RoPEAxial, RoPEMixed
 from vispe.encodings.rpe2d import RPE2D
 from vispe.encodings.sincos2d import SinCos2D, sincos_2d_embedding
+from vispe.encodings.triplane import TriPlane
 from vispe.encodings.vertex_rpe import VertexRPE, vertex_corners
 from vispe.encodings.xyz import FourierXYZ, SinCosXYZ, sincos_xyz_embedding
 
@@ -27,7 +28,7 @@ __all__ = [
     'ALiBi2D', 'CameraEncoding', 'CameraRays', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable',
     'FeatureEncoding', 'FourierFeatures', 'FourierXYZ', 'GTA', 'HOOK_NAMES', 'KPE', 'LearnedAPE', 'LookHere',
     'MultiViewSine', 'NoPE', 'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D',
-    'PositionEncoding', 'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'VertexRPE',
+    'PositionEncoding', 'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'TriPlane', 'VertexRPE',
     'build_encoding', 'check_test_time_option', 'detr_sine_embedding', 'iRPE', 'kpe_center_corner', 'kpe_dense',
     'list_encodings', 'sincos_2d_embedding', 'sincos_xyz_embedding', 'vertex_corners',
 ]

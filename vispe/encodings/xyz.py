@@ -18,14 +18,15 @@ from vispe.encodings.options import Option, model_fact
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
-__all__ = ['FourierXYZ', 'SinCosXYZ', 'normalized_coords', 'sincos_xyz_embedding']
+__all__ = ['FourierXYZ', 'SinCosXYZ', 'normalized_coords', 'points_and_bounds', 'sincos_xyz_embedding']
 
 EVEN_EMBED_DIM = model_fact('embed_dim', multiple_of=2, doc='The token width C holds sine-cosine pairs, so it must be '
                                                             'even.')
 
 
-def normalized_coords(pos: Positions, user: str) -> torch.Tensor:
-    """(B, N, 3) coordinates of the positioned tokens shifted and scaled by ``pos.bounds`` to [0, 1]³."""
+def points_and_bounds(pos: Positions, user: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The positioned tokens' 3D coordinates (B, N, 3) and each scene's extent ``pos.bounds`` (B, 2, 3), or an
+    error naming what ``user`` (an encoding's name) lacks."""
     coords, bounds = pos.coords, pos.bounds
     if coords is None or coords.shape[-1] != 3:
         got = 'none' if coords is None else f'D = {coords.shape[-1]}'
@@ -34,8 +35,12 @@ def normalized_coords(pos: Positions, user: str) -> torch.Tensor:
         got = 'none' if bounds is None else tuple(bounds.shape)
         raise ValueError(f"{user} normalises coordinates by the scene's extent: give Positions.bounds (B, 2, 3), "
                          f'the minimum and maximum corner of each point cloud (3DETR\'s point_cloud_dims); got {got}.')
-    if coords.ndim == 2:
-        coords = coords.expand(bounds.shape[0], -1, -1)
+    return coords.expand(bounds.shape[0], -1, -1), bounds
+
+
+def normalized_coords(pos: Positions, user: str) -> torch.Tensor:
+    """(B, N, 3) coordinates of the positioned tokens shifted and scaled by ``pos.bounds`` to [0, 1]³."""
+    coords, bounds = points_and_bounds(pos, user)
     low, high = bounds[:, :1].to(coords.dtype), bounds[:, 1:].to(coords.dtype)
     return (coords - low) / (high - low)
 

@@ -15,10 +15,10 @@ SMALL = dict(backbone=dict(in_channels=3, channels=(16, 32), num_samples=64, rad
              embed_dim=32, encoder=dict(depth=1, num_heads=2, mlp_dim=32), num_queries=16)
 
 
-def small_detector(encoding: str, depth: int = 3) -> VDETR:
+def small_detector(encoding: str | dict, depth: int = 3) -> VDETR:
     torch.manual_seed(0)
-    return VDETR(num_classes=3, decoder=dict(depth=depth, num_heads=2, mlp_dim=32, encoding=dict(type=encoding)),
-                 **SMALL)
+    encoding = dict(type=encoding) if isinstance(encoding, str) else encoding
+    return VDETR(num_classes=3, decoder=dict(depth=depth, num_heads=2, mlp_dim=32, encoding=encoding), **SMALL)
 
 
 def scenes(batch: int = 2, points: int = 256) -> tuple[torch.Tensor, list[dict]]:
@@ -30,8 +30,10 @@ def scenes(batch: int = 2, points: int = 256) -> tuple[torch.Tensor, list[dict]]
     return torch.cat([xyz, colour], dim=-1), samples
 
 
-@pytest.mark.parametrize('encoding', ['VertexRPE', 'FourierXYZ', 'SinCosXYZ', 'NoPE'])
-def test_every_point_encoding_trains_and_predicts(encoding: str) -> None:
+@pytest.mark.parametrize('encoding', ['VertexRPE', 'FourierXYZ', 'SinCosXYZ', 'NoPE',
+                                      dict(type='TriPlane', channels=4, resolution=8, knn=4, centered=True)],
+                         ids=lambda encoding: encoding if isinstance(encoding, str) else encoding['type'])
+def test_every_point_encoding_trains_and_predicts(encoding: str | dict) -> None:
     model = small_detector(encoding)
     points, samples = scenes()
     losses = model(points, samples, mode='loss')
@@ -87,7 +89,8 @@ def test_bad_input_is_named() -> None:
 def test_every_config_builds_its_model_and_names_its_encoding(config) -> None:
     cfg = Config.fromfile(config)
     model = MODELS.build(cfg.model)
-    expected = {'vertex-rpe': 'VertexRPE', 'fourier-xyz': 'FourierXYZ', 'sincos-xyz': 'SinCosXYZ', 'nope': 'NoPE'}
+    expected = {'vertex-rpe': 'VertexRPE', 'fourier-xyz': 'FourierXYZ', 'sincos-xyz': 'SinCosXYZ', 'nope': 'NoPE',
+                'triplane': 'TriPlane'}
     assert type(model.decoder.encoding).__name__ == expected[config.stem.split('_')[1]]
     assert cfg.val_evaluator['type'] == 'IndoorAP' and len(cfg.val_evaluator['classes']) == model.num_classes
 
