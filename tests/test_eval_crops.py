@@ -13,6 +13,7 @@ from mmengine.config import Config
 from tests.conftest import REPO_ROOT
 from tests.helpers import load_tool, untrained_work_dir
 from vispe.datasets.mv_scenes.crops import CROPS_SPLITS, CropsConfig, convert_crops
+from vispe.datasets.stereo_motorcycle import motorcycle_rgbd
 from vispe.engine.arguments import InvalidArgument
 from vispe.evaluation import crop_sweep
 
@@ -75,7 +76,7 @@ def test_vis_crop_depth_draws_set_images_and_the_real_stereo_pair(work_dirs, tmp
         monkeypatch.setattr(sys, 'argv', argv)
         assert tool.main() == 0
         assert '9 crops, 2 runs' in capsys.readouterr().out and out.stat().st_size > 10_000
-    depth, intrinsics = tool.motorcycle()[1:]
+    depth, intrinsics = motorcycle_rgbd()[1:]
     assert 0.9 < (depth > 0).mean() < 0.95 and 2.0 < depth[depth > 0].min() < depth.max() < 5.1
     assert intrinsics[0, 0] == pytest.approx(994.978)
     monkeypatch.setattr(sys, 'argv', ['vis_crop_depth.py', str(work_dirs[0]), '--image', 'test:7', '--out',

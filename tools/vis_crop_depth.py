@@ -21,14 +21,11 @@ import torch
 
 import vispe
 from vispe.datasets.crop_depth import cut_crop, grid_crops
+from vispe.datasets.stereo_motorcycle import motorcycle_rgbd
 from vispe.engine import load_config
 from vispe.engine.arguments import InvalidArgument, reported_by, run_main, writable_output
 from vispe.evaluation.crop_depth_metric import crop_depth_errors
 from vispe.registry import DATASETS, MODELS
-
-# Calibration of skimage.data.stereo_motorcycle (its docstring: Middlebury 2014 "Motorcycle", left camera).
-MOTORCYCLE = dict(focal=994.978, cx=311.193, cy=254.877, doffs=31.086, baseline_mm=193.001)
-
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -44,19 +41,6 @@ def parse_args() -> argparse.Namespace:
                 raise InvalidArgument('runs', str(run), f'holds no config (.py) and {args.checkpoint_name}',
                                       'give the work dir a training run wrote')
     return args
-
-
-def motorcycle() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The real RGB-D image: (H, W, 3) uint8, (H, W) depth in metres (0 where the disparity is unknown), K."""
-    from skimage.data import stereo_motorcycle
-
-    left, _, disparity = stereo_motorcycle()
-    known = np.isfinite(disparity)
-    depth = np.zeros(disparity.shape, np.float32)
-    depth[known] = MOTORCYCLE['focal'] * MOTORCYCLE['baseline_mm'] / (disparity[known] + MOTORCYCLE['doffs']) / 1000
-    intrinsics = np.array([[MOTORCYCLE['focal'], 0, MOTORCYCLE['cx']], [0, MOTORCYCLE['focal'], MOTORCYCLE['cy']],
-                           [0, 0, 1]], np.float32)
-    return left, depth, intrinsics
 
 
 def set_image(cfg, spec: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -76,7 +60,7 @@ def set_image(cfg, spec: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def main() -> int:
     args = parse_args()
     configs = [load_config(sorted(run.glob('*.py'))[0]) for run in args.runs]
-    image, depth, intrinsics = motorcycle() if args.image == 'stereo-motorcycle' else set_image(configs[0], args.image)
+    image, depth, intrinsics = motorcycle_rgbd() if args.image == 'stereo-motorcycle' else set_image(configs[0], args.image)
     height, width = depth.shape
     crop_size = configs[0].test_dataloader.dataset.get('crop_size', 32)
     side = round(configs[0].test_dataloader.dataset.get('eval_side', 0.5) * height)

@@ -16,7 +16,8 @@ def random_cloud(count: int = 50, degree: int = 3, seed: int = 0) -> GaussianClo
     rest = (degree + 1) ** 2 - 1
     return GaussianCloud(xyz=rng.normal(size=(count, 3)), normals=np.zeros((count, 3)),
                          f_dc=rng.normal(size=(count, 3)), f_rest=rng.normal(size=(count, 3, rest)),
-                         opacity=rng.normal(size=count), scale=rng.normal(size=(count, 3)) - 4, rotation=rng.normal(size=(count, 4)))
+                         opacity=rng.normal(size=count), scale=rng.normal(size=(count, 3)) - 4,
+                         rotation=rng.normal(size=(count, 4)))
 
 
 @pytest.mark.parametrize('degree', [0, 1, 2, 3])

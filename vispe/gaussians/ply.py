@@ -122,6 +122,9 @@ def write_gaussians_ply(path: str | os.PathLike, cloud: GaussianCloud) -> Path:
     try:
         with os.fdopen(handle, 'wb') as file:
             PlyData([PlyElement.describe(vertices, 'vertex')]).write(file)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -1,0 +1,59 @@
+"""3DGS-layout Gaussians initialised from a real coloured point cloud, as 3DGS initialises them from SfM points
+(centre = point, SH DC = colour, isotropic scale from the three nearest neighbours, identity rotation, opacity 0.1).
+
+    python tools/gaussians/from_points.py stereo-motorcycle motorcycle.ply               # scikit-image's RGB-D pair
+    python tools/gaussians/from_points.py datasets/mv-scenes scene0.ply --sample 0       # a rendered sample's lidar
+    python tools/gaussians/from_points.py cloud.ply out.ply --voxel-size 0.01           # any coloured .ply/.pcd/.npy
+
+SOURCE is 'stereo-motorcycle' (343k points back-projected from the ground-truth disparity and the calibration in
+skimage's docstring), an mv-scenes root (the lidar sweep of ``--sample`` in ``--split``, each point coloured by the
+first camera that sees it), or a point-cloud file with colours. The output is a standard 3DGS .ply.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from vispe.engine.arguments import InvalidArgument, reported_by, run_main, writable_output
+from vispe.gaussians import write_gaussians_ply
+from vispe.gaussians.init import gaussians_from_points
+from vispe.gaussians.sources import STEREO_MOTORCYCLE, coloured_points
+from vispe.geometry.point_cloud import voxel_down_sample
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('source', help=f"'{STEREO_MOTORCYCLE}', an mv-scenes root, or a coloured .ply/.pcd/.npy")
+    parser.add_argument('out', type=Path, help='the Gaussians (.ply)')
+    parser.add_argument('--sample', type=int, default=0, help='mv-scenes: the sample index in --split (0)')
+    parser.add_argument('--split', default='test-rig1', help='mv-scenes: the split (test-rig1)')
+    parser.add_argument('--sh-degree', type=int, choices=range(4), default=3, help='SH degree of the file (3)')
+    parser.add_argument('--voxel-size', type=float, default=None, help='first thin the cloud on this voxel grid')
+    args = parser.parse_args(argv)
+    with reported_by(parser):
+        writable_output(args.out, 'out', suffixes=('.ply',))
+        if args.source != STEREO_MOTORCYCLE and not Path(args.source).exists():
+            raise InvalidArgument('source', args.source, 'is neither a file, a folder nor '
+                                  f"'{STEREO_MOTORCYCLE}'", 'give a coloured point cloud or an mv-scenes root')
+        if args.voxel_size is not None and args.voxel_size <= 0:
+            raise InvalidArgument('--voxel-size', args.voxel_size, 'is not positive', 'give a size in scene units')
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    xyz, rgb = coloured_points(args.source, args.sample, args.split)
+    if args.voxel_size is not None:
+        xyz, rgb = (part.numpy() for part in voxel_down_sample(xyz, args.voxel_size, colors=rgb))
+    cloud = gaussians_from_points(xyz, rgb, sh_degree=args.sh_degree)
+    write_gaussians_ply(args.out, cloud)
+    scale = np.exp(cloud.scale[:, 0])
+    print(f'{len(cloud)} Gaussians (SH degree {cloud.sh_degree}) from {args.source} -> {args.out}; scale median '
+          f'{np.median(scale):.4g}, range {scale.min():.3g}..{scale.max():.3g}')
+    return 0
+
+
+if __name__ == '__main__':
+    run_main(main)

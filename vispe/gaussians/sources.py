@@ -1,0 +1,57 @@
+"""Real coloured point clouds to initialise Gaussians from: a point-cloud file with colours, the real RGB-D pair of
+scikit-image, or a rendered mv-scenes sample's lidar sweep coloured by its six cameras."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ['STEREO_MOTORCYCLE', 'coloured_points', 'lidar_points_coloured']
+
+STEREO_MOTORCYCLE = 'stereo-motorcycle'
+
+
+def lidar_points_coloured(data_root: str | Path, index: int, split: str = 'test-rig1') -> tuple[np.ndarray, np.ndarray]:
+    """The lidar points of mv-scenes sample ``index`` of ``split`` seen by at least one camera (scene frame), each
+    coloured by the first camera (nuScenes order) whose image it falls in: xyz (P, 3), rgb (P, 3) in [0, 1].
+    The images are read at their stored size (the converter's ``image_size``)."""
+    import json
+
+    from vispe.visualization.multiview_scene import check_data_root, load_sample
+
+    root = check_data_root(data_root, 'SOURCE')
+    size = json.loads((root / 'mv-scenes.json').read_text())['config']['image_size']
+    dataset = dict(type='MultiViewDetection', data_root=str(root), split=split,
+                   classes=('car', 'truck', 'bicycle', 'pedestrian', 'traffic_cone'), image_size=tuple(size))
+    sample = load_sample(dataset, index)
+    images = sample.images()                                                   # (V, H, W, 3)
+    pixels, depth = sample.cameras.project(torch.from_numpy(sample.lidar_points)[None])
+    pixels, depth = pixels[0].numpy(), depth[0].numpy()                         # (V, N, 2), (V, N)
+    height, width = images.shape[1:3]
+    inside = (depth > 0.1) & (pixels[..., 0] >= 0) & (pixels[..., 0] <= width - 1) \
+        & (pixels[..., 1] >= 0) & (pixels[..., 1] <= height - 1)
+    seen = inside.any(0)
+    view = inside.argmax(0)[seen]
+    columns = np.rint(pixels[view, np.nonzero(seen)[0], 0]).astype(int)
+    rows = np.rint(pixels[view, np.nonzero(seen)[0], 1]).astype(int)
+    return sample.lidar_points[seen], images[view, rows, columns].astype(np.float32)
+
+
+def coloured_points(source: str | Path, sample: int = 0, split: str = 'test-rig1') -> tuple[np.ndarray, np.ndarray]:
+    """xyz (P, 3) and rgb (P, 3) in [0, 1] of ``source``: 'stereo-motorcycle' (scikit-image's RGB-D pair,
+    back-projected in its left camera's frame), an mv-scenes root (sample ``sample`` of ``split``), or a .ply /
+    .pcd / .npy point cloud with colours."""
+    from vispe.datasets.stereo_motorcycle import motorcycle_rgbd, rgbd_points
+    from vispe.geometry.point_cloud import read_points
+
+    if str(source) == STEREO_MOTORCYCLE:
+        return rgbd_points(*motorcycle_rgbd())
+    path = Path(source)
+    if path.is_dir():
+        return lidar_points_coloured(path, sample, split)
+    cloud = read_points(path)
+    if cloud['colors'] is None:
+        raise ValueError(f'{path} has no colours; 3DGS sets each Gaussian\'s colour from its point: give a cloud with '
+                         f'red/green/blue (or rgb) values.')
+    return cloud['xyz'].numpy(), cloud['colors'].numpy()
