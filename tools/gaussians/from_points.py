@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vispe.engine.arguments import InvalidArgument, reported_by, run_main, writable_output
+from vispe.engine.arguments import InvalidArgument, output_file, reported_by, run_main
 from vispe.gaussians import write_gaussians_ply
 from vispe.gaussians.init import gaussians_from_points
 from vispe.gaussians.sources import STEREO_MOTORCYCLE, coloured_points
@@ -33,7 +33,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--voxel-size', type=float, default=None, help='first thin the cloud on this voxel grid')
     args = parser.parse_args(argv)
     with reported_by(parser):
-        writable_output(args.out, 'out', suffixes=('.ply',))
+        output_file(args.out, 'out', '.ply')
         if args.source != STEREO_MOTORCYCLE and not Path(args.source).exists():
             raise InvalidArgument('source', args.source, 'is neither a file, a folder nor '
                                   f"'{STEREO_MOTORCYCLE}'", 'give a coloured point cloud or an mv-scenes root')

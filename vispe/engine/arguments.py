@@ -172,6 +172,13 @@ def writable_output(path: Path, option: str = '--out', suffixes: Sequence[str] =
     return path
 
 
+def output_file(path: Path, option: str, suffix: str) -> Path:
+    """An output file that must end in ``suffix`` (e.g. '.ply'); its parent folder is created."""
+    if Path(path).suffix.lower() != suffix:
+        raise InvalidArgument(option, path, f'is not a {suffix} file', f'give a path ending in {suffix}')
+    return writable_output(path, option)
+
+
 def writable_folder(path: Path, option: str) -> Path:
     """Create an output folder ``path`` (or fail naming the folder and the OS error)."""
     path = Path(path)

@@ -11,14 +11,13 @@ import csv
 import hashlib
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from mmengine.config import Config
 
 from vispe.evaluation.multiview_sweep import PRIMARY_METRIC, SPREAD, SeedGroup, SweepPoint
+from vispe.files import write_atomically
 
 __all__ = ['format_cell', 'format_number', 'group_csv_rows', 'json_safe', 'metric_names', 'plot_sweep', 'run_csv_rows',
            'run_record',
@@ -28,25 +27,6 @@ __all__ = ['format_cell', 'format_number', 'group_csv_rows', 'json_safe', 'metri
 Results = Mapping[str, Mapping[SweepPoint, Mapping[str, float]]]
 Summaries = Mapping[str, Mapping[SweepPoint, Mapping[str, tuple[float, float]]]]
 POINT_COLUMNS = ['rig', 'split', 'intrinsics_scale', 'height', 'width']
-
-
-def write_atomically(path: Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(temporary)`` on a file beside ``path`` (same suffix), then rename it over ``path``: a failure
-    leaves no half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f'.{path.stem}.', suffix=path.suffix or '.tmp', dir=path.parent)
-    os.close(handle)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        write(Path(temporary))
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 -> what open() would have given
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def write_csv(path: Path, rows: list[list[Any]]) -> None:

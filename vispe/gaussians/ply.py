@@ -13,11 +13,12 @@ unnormalised quaternion (w, x, y, z). Normals are written as zeros by 3DGS and k
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
+
+from vispe.files import write_atomically
 
 __all__ = ['GaussianCloud', 'read_gaussians_ply', 'sh_degree_of', 'write_gaussians_ply']
 
@@ -117,19 +118,8 @@ def write_gaussians_ply(path: str | os.PathLike, cloud: GaussianCloud) -> Path:
     rows = cloud.as_rows()
     for index, name in enumerate(names):
         vertices[name] = rows[:, index]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
-    try:
-        with os.fdopen(handle, 'wb') as file:
-            PlyData([PlyElement.describe(vertices, 'vertex')]).write(file)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomically(path, lambda temporary: PlyData([PlyElement.describe(vertices, 'vertex')]).write(
+        str(temporary)))
 
 
 def read_gaussians_ply(path: str | os.PathLike) -> GaussianCloud:

@@ -1,0 +1,259 @@
+"""Gaussian-splatting codecs: the tri-plane context codec (TC-GS's entropy model on 3DGS attributes) and two
+baselines, each writing a ``.vgs`` container whose size is the coder's real output.
+
+All three code the centres the same way (16 bits per axis within the scene's box, Morton order, varint deltas,
+zlib; :mod:`vispe.gaussians.layout`) except ``float16``, and differ in the attributes:
+
+- ``float16``: every value (centres included) as float16, zlib-compressed;
+- ``factorized``: uniform quantisation with each group's step, one Gaussian per column (its mean and standard
+  deviation over the scene), ANS-coded: a context-free entropy model;
+- ``triplane``: steps and Gaussians per Gaussian and column from :class:`~vispe.gaussians.context.TriPlaneContext`
+  at the decoded centre and its K − 1 nearest decoded centres, trained on the scene for ``steps`` steps to
+  minimise bits + λ·squared error (λ = 6 / (ln 2 · Q²) per column: the high-rate optimum of the step is the
+  group's base step Q), then stored in float16 with the bitstream.
+
+Decoding rebuilds the same context: neighbours from the integer grid (exact distances, ties by index), the
+model in float64 from the stored float16 weights, and the coder's parameters rounded to grids
+(:func:`~vispe.gaussians.entropy.coding_parameters`); a hash of those parameters in the header turns any
+remaining floating-point disagreement into an error instead of a wrong scene.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+import zlib
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from vispe.gaussians.bitstream import BitstreamError, pack, unpack
+from vispe.gaussians.context import TriPlaneContext
+from vispe.gaussians.entropy import coding_parameters, decode_symbols, encode_symbols, gaussian_bits
+from vispe.gaussians.layout import (AttributeGroups, decode_positions, dequantize_positions, encode_positions,
+                                    quantize_positions)
+from vispe.gaussians.ply import GaussianCloud
+
+__all__ = ['BASE_STEPS', 'CODECS', 'CodecConfig', 'compress', 'decompress']
+
+CODECS = ('float16', 'factorized', 'triplane')
+# Base quantisation steps per group at step_scale 1: f_dc 0.02 is 0.0056 in RGB (1.4/255).
+BASE_STEPS = {'f_dc': 0.02, 'f_rest': 0.02, 'opacity': 0.05, 'scale': 0.02, 'rotation': 0.01}
+STEP_GRID = 16                     # the learned step factors on a 1/16 grid within [1/16, 2]
+CHUNK = 32768
+
+
+@dataclass
+class CodecConfig:
+    """How to compress. ``step_scale`` multiplies every base step (the rate point); the rest sets the tri-plane
+    context model and its training."""
+
+    codec: str = 'triplane'
+    step_scale: float = 1.0
+    steps: int = 3000
+    batch: int = 4096
+    lr: float = 5e-3
+    tri_channels: int = 16
+    tri_resolution: int = 32
+    knn: int = 4
+    hidden: int = 128
+    seed: int = 0
+    stats: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.codec not in CODECS:
+            raise ValueError(f'Unknown codec {self.codec!r}; choose one of {", ".join(CODECS)}.')
+        if not self.step_scale > 0 or self.steps < 0 or self.batch < 1 or self.knn < 1:
+            raise ValueError(f'step_scale must be > 0, steps ≥ 0, batch ≥ 1 and knn ≥ 1; got {self.step_scale}, '
+                             f'{self.steps}, {self.batch}, {self.knn}.')
+
+
+def grid_neighbours(grid: np.ndarray, k: int) -> np.ndarray:
+    """(N, k) indices of each grid point's k nearest (itself first), by exact integer distances with ties broken
+    by index, so that the encoder and the decoder agree."""
+    from vispe.geometry.point_cloud import knn
+    k = min(k, len(grid))
+    candidates = knn(grid.astype(np.float32), grid.astype(np.float32), min(len(grid), k + 4))[0].numpy()
+    distances = np.square(grid[candidates] - grid[:, None]).sum(-1)
+    distances[candidates == np.arange(len(grid))[:, None]] = -1
+    order = np.lexsort((candidates, distances), axis=1)[:, :k]
+    return np.take_along_axis(candidates, order, axis=1)
+
+
+def scene_box(low: np.ndarray, high: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """The box the planes span: the scene's box about its centre, 1.2× as large (float64)."""
+    centre, half = (low + high) / 2, np.maximum((high - low) / 2, 1e-6) * 1.2
+    return torch.from_numpy(centre - half), torch.from_numpy(centre + half)
+
+
+def _model_bytes(model: TriPlaneContext) -> bytes:
+    return zlib.compress(b''.join(tensor.detach().half().numpy().tobytes() for tensor in _weights(model)), 9)
+
+
+def _weights(model: TriPlaneContext) -> list[torch.Tensor]:
+    return [model.planes, *[parameter for parameter in model.mlp.parameters()]]
+
+
+def _load_model_bytes(model: TriPlaneContext, data: bytes) -> None:
+    raw = np.frombuffer(zlib.decompress(data), dtype=np.float16)
+    start = 0
+    with torch.no_grad():
+        for tensor in _weights(model):
+            values = raw[start:start + tensor.numel()]
+            if len(values) != tensor.numel():
+                raise BitstreamError('the context model section is shorter than its configuration needs.')
+            tensor.copy_(torch.from_numpy(values.astype(np.float32)).reshape(tensor.shape))
+            start += tensor.numel()
+
+
+def _build_model(header: dict, groups: AttributeGroups, stats: np.ndarray) -> TriPlaneContext:
+    cfg = header['config']
+    return TriPlaneContext(groups.width, len(groups.sizes), cfg['tri_channels'], cfg['tri_resolution'], cfg['knn'],
+                           cfg['hidden'], torch.from_numpy(stats[0]), torch.from_numpy(stats[1]))
+
+
+def _coding_model(model: TriPlaneContext, xyz: np.ndarray, neighbours: np.ndarray, low: torch.Tensor,
+                  high: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Float64 means, scales and quantised step factors of every Gaussian, in chunks."""
+    model64 = copy.deepcopy(model).double().eval()
+    points = torch.from_numpy(xyz.astype(np.float64))
+    outputs = []
+    with torch.no_grad():
+        for start in range(0, len(xyz), CHUNK):
+            index = torch.from_numpy(neighbours[start:start + CHUNK])
+            outputs.append([part.numpy() for part in model64(points[index], low, high)])
+    mean, scale, factor = (np.concatenate(parts) for parts in zip(*outputs))
+    return mean, scale, np.clip(np.rint(factor * STEP_GRID), 1, 2 * STEP_GRID) / STEP_GRID
+
+
+def _train(model: TriPlaneContext, xyz: np.ndarray, neighbours: np.ndarray, attributes: np.ndarray,
+           base_steps: np.ndarray, group_index: np.ndarray, low: torch.Tensor, high: torch.Tensor,
+           config: CodecConfig) -> list[float]:
+    """Fit the context model to the scene: uniform-noise quantisation, bits + λ·squared error per value."""
+    generator = torch.Generator().manual_seed(config.seed)
+    points = torch.from_numpy(xyz).float()
+    neighbour_index = torch.from_numpy(neighbours)
+    values = torch.from_numpy(attributes).float()
+    steps = torch.from_numpy(base_steps).float()
+    weights = 6 / (math.log(2) * steps ** 2)
+    columns = torch.from_numpy(group_index)
+    low32, high32 = low.float(), high.float()
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(config.steps, 1))
+    history = []
+    for _ in range(config.steps):
+        index = torch.randint(len(xyz), (min(config.batch, len(xyz)),), generator=generator)
+        mean, scale, factor = model(points[neighbour_index[index]], low32, high32)
+        step = steps * factor[:, columns]
+        noisy = values[index] + (torch.rand(step.shape, generator=generator) - 0.5) * step
+        bits = gaussian_bits(noisy, mean, scale, step).sum(1).mean()
+        error = ((noisy - values[index]).square() * weights).sum(1).mean()
+        loss = (bits + error) / values.shape[1]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        history.append(float(bits.detach()))
+    return history
+
+
+def _parameter_hash(means: np.ndarray, stds: np.ndarray, factors: np.ndarray) -> str:
+    digest = hashlib.sha256()
+    for array in (np.rint(means * 64).astype(np.int64), np.rint(np.log2(stds) * 16).astype(np.int64),
+                  np.rint(factors * STEP_GRID).astype(np.int64)):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()[:32]
+
+
+def _group_columns(groups: AttributeGroups) -> list[tuple[str, list[int]]]:
+    return [(name, list(range(part.start, part.stop))) for name, part in groups.slices().items()]
+
+
+def compress(cloud: GaussianCloud, config: CodecConfig | None = None) -> bytes:
+    """The ``.vgs`` bytes of ``cloud`` under ``config`` (training statistics in ``config.stats``)."""
+    config = config or CodecConfig()
+    cloud.validate()
+    groups = AttributeGroups(cloud.f_rest.shape[2])
+    header = dict(codec=config.codec, count=len(cloud), rest=groups.rest, config=asdict(config) | {'stats': None})
+    if config.codec == 'float16':
+        rows = np.concatenate([cloud.xyz, groups.matrix(cloud)], axis=1).astype(np.float16)
+        return pack(header, {'rows': zlib.compress(rows.tobytes(), 9)})
+    low, high = cloud.xyz.min(0), cloud.xyz.max(0)
+    grid = quantize_positions(cloud.xyz, low, high)
+    order, position_bytes = encode_positions(grid)
+    grid = grid[order]
+    attributes = groups.matrix(cloud)[order].astype(np.float64)
+    stats = np.stack([attributes.mean(0), np.maximum(attributes.std(0), 1e-6)]).astype(np.float32)
+    base = np.array([BASE_STEPS[name] for name in groups.sizes], np.float64)[groups.group_index()] * config.step_scale
+    header.update(low=low.tolist(), high=high.tolist())
+    sections = {'positions': position_bytes, 'stats': stats.tobytes()}
+    if config.codec == 'factorized':
+        mean = np.broadcast_to(stats[0].astype(np.float64), attributes.shape)
+        scale = np.broadcast_to(stats[1].astype(np.float64), attributes.shape)
+        factors = np.ones((len(cloud), len(groups.sizes)))
+    else:
+        xyz = dequantize_positions(grid, low, high)
+        neighbours = grid_neighbours(grid, config.knn)
+        box = scene_box(low.astype(np.float64), high.astype(np.float64))
+        torch.manual_seed(config.seed)
+        model = _build_model(header, groups, stats)
+        config.stats['bits_history'] = _train(model, xyz, neighbours, attributes, base, groups.group_index(), *box,
+                                              config)
+        sections['model'] = _model_bytes(model)
+        _load_model_bytes(model, sections['model'])              # code with exactly what the decoder will read
+        mean, scale, factors = _coding_model(model, xyz, neighbours, *box)
+    step = base * factors[:, groups.group_index()]
+    symbols = np.rint(attributes / step).astype(np.int64)
+    means, stds = coding_parameters(mean, scale, step)
+    header['ranges'] = np.stack([symbols.min(0), symbols.max(0)], axis=1).tolist()
+    header['parameter_hash'] = _parameter_hash(means, stds, factors)
+    for name, columns in _group_columns(groups):
+        sections[f'group_{name}'] = encode_symbols(
+            [(symbols[:, j], means[:, j], stds[:, j], *header['ranges'][j]) for j in columns]).tobytes()
+    return pack(header, sections)
+
+
+def decompress(data: bytes, source: str = 'bitstream') -> GaussianCloud:
+    """The Gaussians of ``.vgs`` bytes: centres in Morton order (the set of the input's, on the 16-bit grid),
+    attributes dequantised; :class:`BitstreamError` naming ``source`` for anything that does not check out."""
+    header, sections = unpack(data, source)
+    try:
+        count, groups = int(header['count']), AttributeGroups(int(header['rest']))
+        codec = header['codec']
+    except (KeyError, TypeError, ValueError):
+        raise BitstreamError(f'{source}: the header lacks the codec, count or SH layout.') from None
+    if codec == 'float16':
+        rows = np.frombuffer(zlib.decompress(sections['rows']), np.float16).reshape(count, 3 + groups.width)
+        return groups.cloud(rows[:, :3].astype(np.float32), rows[:, 3:].astype(np.float32))
+    low, high = np.array(header['low'], np.float32), np.array(header['high'], np.float32)
+    grid = decode_positions(sections['positions'], count)
+    xyz = dequantize_positions(grid, low, high)
+    stats = np.frombuffer(sections['stats'], np.float32).reshape(2, groups.width)
+    base = np.array([BASE_STEPS[name] for name in groups.sizes], np.float64)[groups.group_index()] \
+        * header['config']['step_scale']
+    if codec == 'factorized':
+        mean = np.broadcast_to(stats[0].astype(np.float64), (count, groups.width))
+        scale = np.broadcast_to(stats[1].astype(np.float64), (count, groups.width))
+        factors = np.ones((count, len(groups.sizes)))
+    elif codec == 'triplane':
+        model = _build_model(header, groups, stats.copy())
+        _load_model_bytes(model, sections['model'])
+        neighbours = grid_neighbours(grid, header['config']['knn'])
+        mean, scale, factors = _coding_model(model, xyz, neighbours,
+                                             *scene_box(low.astype(np.float64), high.astype(np.float64)))
+    else:
+        raise BitstreamError(f'{source}: unknown codec {codec!r} (this vispe reads {", ".join(CODECS)}).')
+    step = base * factors[:, groups.group_index()]
+    means, stds = coding_parameters(mean, scale, step)
+    if _parameter_hash(means, stds, factors) != header['parameter_hash']:
+        raise BitstreamError(f'{source}: the context model gives other coding parameters here than where the file '
+                             f'was written (a floating-point difference between the machines); the scene cannot '
+                             f'be decoded safely.')
+    attributes = np.empty((count, groups.width))
+    for name, columns in _group_columns(groups):
+        words = np.frombuffer(sections[f'group_{name}'], np.uint32)
+        decoded = decode_symbols(words, [(means[:, j], stds[:, j], *header['ranges'][j]) for j in columns])
+        for j, symbols in zip(columns, decoded):
+            attributes[:, j] = symbols * step[:, j]
+    return groups.cloud(xyz, attributes.astype(np.float32))
