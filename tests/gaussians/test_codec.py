@@ -42,6 +42,16 @@ def morton_sorted_attributes(cloud: GaussianCloud) -> np.ndarray:
     return groups.matrix(cloud)[encode_positions(grid)[0]]
 
 
+def test_gaussian_bits_match_the_reference_entropy_model() -> None:
+    golden = torch.load(REPO_ROOT / 'tests' / 'data' / 'tcgs_entropy_parity.pt', weights_only=True)
+    x, mean = golden['x'].clone().requires_grad_(True), golden['mean'].clone().requires_grad_(True)
+    bits = gaussian_bits(x, mean, golden['scale'], golden['step'])
+    torch.testing.assert_close(bits.detach(), golden['bits'], atol=1e-5, rtol=1e-5)
+    bits.sum().backward()
+    torch.testing.assert_close(mean.grad, golden['grad_mean'], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(x.grad, golden['grad_x'], atol=1e-4, rtol=1e-4)
+
+
 def test_gaussian_bits_equal_the_closed_form() -> None:
     x, mean, scale, step = torch.tensor([0.3, -2.0]), torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.5]), 0.25
     phi = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))  # noqa: E731

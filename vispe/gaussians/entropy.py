@@ -21,13 +21,17 @@ STD_RANGE = (2.0 ** -3, 2.0 ** 14)
 
 
 def gaussian_bits(x: torch.Tensor, mean: torch.Tensor, scale: torch.Tensor, step: torch.Tensor | float,
-                  min_probability: float = 1e-6) -> torch.Tensor:
+                  min_probability: float = 1e-6, x_mean: torch.Tensor | None = None) -> torch.Tensor:
     """Bits of each (quantised or noisy) value ``x`` under N(mean, scale²) integrated over [x − Q/2, x + Q/2]:
-    ``−log₂ max(Φ(upper) − Φ(lower), min_probability)``, elementwise (the reference's ``Entropy_gaussian``)."""
+    ``−log₂ max(|Φ(upper) − Φ(lower)|, min_probability)``, elementwise, as the reference's ``Entropy_gaussian``:
+    x is first clamped to ``x_mean ± 15000·Q`` (``x_mean`` the mean of ``x`` unless given) and the scale at 1e-9.
+    The floor passes no gradient below it, as the reference's ``Low_bound``."""
+    step = torch.as_tensor(step, dtype=x.dtype, device=x.device)
+    centre = (x.mean() if x_mean is None else x_mean).detach()
+    x = torch.minimum(torch.maximum(x, (centre - 15_000 * step).detach()), (centre + 15_000 * step).detach())
     scale = scale.clamp_min(1e-9)
-    half = torch.as_tensor(step, dtype=x.dtype, device=x.device) / 2
-    upper = torch.special.ndtr((x + half - mean) / scale)
-    lower = torch.special.ndtr((x - half - mean) / scale)
+    upper = torch.special.ndtr((x + step / 2 - mean) / scale)
+    lower = torch.special.ndtr((x - step / 2 - mean) / scale)
     return -torch.log2((upper - lower).abs().clamp_min(min_probability))
 
 
