@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from vispe.datasets.stereo_motorcycle import motorcycle_rgbd, rgbd_points
-from vispe.gaussians.init import SH_C0, gaussians_from_points, rgb_to_sh, sh_to_rgb
+from vispe.gaussians.init import (SH_C0, fit_to_neighbours, gaussians_from_points, rgb_to_sh, rotation_to_quaternion,
+                                  sh_to_rgb)
 
 
 def test_golden_values_on_a_line_of_points() -> None:
@@ -44,3 +45,24 @@ def test_the_real_rgbd_pair_back_projects_onto_its_pixels() -> None:
     assert np.allclose(pixels[:, 0] / pixels[:, 2], cols, atol=1e-3)
     assert np.allclose(pixels[:, 1] / pixels[:, 2], rows, atol=1e-3)
     assert np.allclose(rgb[100], image[rows[100], cols[100]] / 255.0, atol=1e-7)
+
+
+def test_quaternions_of_rotations_and_the_neighbour_fit_on_a_coloured_plane() -> None:
+    from scipy.spatial.transform import Rotation
+    rotations = Rotation.random(50, random_state=0)
+    expected = rotations.as_quat(scalar_first=True)
+    assert np.allclose(rotation_to_quaternion(rotations.as_matrix()), expected * np.sign(expected[:, :1]), atol=1e-12)
+    # a tilted plane of points (normal n), red growing along +x: every Gaussian is flat along n, its colour slope
+    # shows in the degree-1 SH coefficient of x (Y ∝ −x), and the opacities vary with the spacing
+    rng = np.random.default_rng(0)
+    uv = rng.random((400, 2)) * [4.0, 2.0]
+    tilt = Rotation.from_euler('x', 30, degrees=True).as_matrix()
+    xyz = np.c_[uv, np.zeros(400)] @ tilt.T
+    rgb = np.c_[0.2 + 0.15 * uv[:, 0], np.full(400, 0.5), np.full(400, 0.5)]
+    fitted = fit_to_neighbours(gaussians_from_points(xyz, rgb, sh_degree=1), rgb)
+    normal = tilt[:, 2]
+    axes = Rotation.from_quat(fitted.rotation, scalar_first=True).as_matrix()          # columns: the principal axes
+    flattest = axes[np.arange(400), :, fitted.scale.argmin(1)]
+    assert np.median(np.abs(flattest @ normal)) > 0.99
+    assert np.median(fitted.f_rest[:, 0, 2]) < -0.01 and np.abs(np.median(fitted.f_rest[:, 1, 2])) < 1e-3
+    assert fitted.opacity.std() > 0.05 and np.isfinite(fitted.as_rows()).all()

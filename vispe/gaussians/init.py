@@ -12,7 +12,8 @@ import numpy as np
 
 from vispe.gaussians.ply import GaussianCloud
 
-__all__ = ['SH_C0', 'gaussians_from_points', 'rgb_to_sh', 'sh_to_rgb']
+__all__ = ['SH_C0', 'SH_C1', 'fit_to_neighbours', 'gaussians_from_points', 'rgb_to_sh', 'rotation_to_quaternion',
+           'sh_to_rgb']
 
 SH_C0 = 0.28209479177387814
 
@@ -60,3 +61,73 @@ def gaussians_from_points(xyz: np.ndarray, rgb: np.ndarray, sh_degree: int = 3, 
     return GaussianCloud(xyz=xyz, normals=np.zeros((count, 3)), f_dc=rgb_to_sh(rgb),
                          f_rest=np.zeros((count, 3, rest)), opacity=np.full(count, np.log(opacity / (1 - opacity))),
                          scale=np.repeat(np.log(np.sqrt(mean_sq))[:, None], 3, axis=1), rotation=rotation)
+
+
+SH_C1 = 0.4886025119029199
+
+
+def rotation_to_quaternion(rotation: np.ndarray) -> np.ndarray:
+    """(N, 3, 3) rotation matrices -> (N, 4) unit quaternions (w, x, y, z), w ≥ 0 (Shepperd's method)."""
+    m = np.asarray(rotation, np.float64)
+    trace = np.trace(m, axis1=1, axis2=2)
+    candidates = np.stack([1 + trace, 1 + 2 * m[:, 0, 0] - trace, 1 + 2 * m[:, 1, 1] - trace,
+                           1 + 2 * m[:, 2, 2] - trace], axis=1)
+    pick = candidates.argmax(1)
+    quaternion = np.empty((len(m), 4))
+    for case in range(4):
+        rows = pick == case
+        r, s = m[rows], np.sqrt(np.maximum(candidates[rows, case], 1e-12))
+        if case == 0:
+            parts = [s / 2, (r[:, 2, 1] - r[:, 1, 2]) / (2 * s), (r[:, 0, 2] - r[:, 2, 0]) / (2 * s),
+                     (r[:, 1, 0] - r[:, 0, 1]) / (2 * s)]
+        elif case == 1:
+            parts = [(r[:, 2, 1] - r[:, 1, 2]) / (2 * s), s / 2, (r[:, 0, 1] + r[:, 1, 0]) / (2 * s),
+                     (r[:, 0, 2] + r[:, 2, 0]) / (2 * s)]
+        elif case == 2:
+            parts = [(r[:, 0, 2] - r[:, 2, 0]) / (2 * s), (r[:, 0, 1] + r[:, 1, 0]) / (2 * s), s / 2,
+                     (r[:, 1, 2] + r[:, 2, 1]) / (2 * s)]
+        else:
+            parts = [(r[:, 1, 0] - r[:, 0, 1]) / (2 * s), (r[:, 0, 2] + r[:, 2, 0]) / (2 * s),
+                     (r[:, 1, 2] + r[:, 2, 1]) / (2 * s), s / 2]
+        quaternion[rows] = np.stack(parts, axis=1)
+    return quaternion * np.where(quaternion[:, :1] < 0, -1.0, 1.0)
+
+
+def fit_to_neighbours(cloud: GaussianCloud, rgb: np.ndarray, neighbours: int = 16) -> GaussianCloud:
+    """Gaussians whose every attribute varies, each fitted to its ``neighbours`` nearest points (least squares):
+
+    - rotation and log-scales: the principal axes and standard deviations of the neighbours' offsets (an
+      anisotropic Gaussian covering its neighbourhood; scales at least 1e-4 of the scene's extent);
+    - opacity: the local density, sigmoid⁻¹ of (median neighbour distance of the cloud / this point's) in
+      [0.05, 0.95];
+    - f_dc: the mean colour of the neighbourhood; f_rest's degree-1 coefficients: the colour gradient over the
+      neighbourhood (ridge least squares, λ = a tenth of the mean offset variance), as the change over the
+      largest scale along each axis through SH's linear basis functions (Y₁ ∝ −y, z, −x), clipped to ±1;
+      higher degrees stay zero.
+    """
+    from vispe.geometry.point_cloud import knn
+
+    if cloud.sh_degree < 1:
+        raise ValueError('fit_to_neighbours writes degree-1 SH coefficients: give a cloud of SH degree 1 or more.')
+    xyz = cloud.xyz.astype(np.float64)
+    index, distances = knn(cloud.xyz, cloud.xyz, min(neighbours, len(xyz)))
+    index, distances = index.numpy(), distances.numpy()
+    offsets = xyz[index] - xyz[:, None]                                          # (N, K, 3)
+    covariance = np.einsum('nki,nkj->nij', offsets, offsets) / index.shape[1]
+    eigenvalues, eigenvectors = np.linalg.eigh(covariance)
+    eigenvectors[np.linalg.det(eigenvectors) < 0, :, 0] *= -1                   # proper rotations
+    extent = float(np.ptp(xyz, axis=0).max())
+    scale = np.log(np.maximum(np.sqrt(np.maximum(eigenvalues, 0)), 1e-4 * extent))
+    spacing = distances[:, 1:].mean(1)
+    density = np.clip(np.median(spacing) / np.maximum(spacing, 1e-12), 0.05, 0.95)
+    colours = np.asarray(rgb, np.float64)[index]                                 # (N, K, 3)
+    centred = offsets - offsets.mean(1, keepdims=True)
+    gram = np.einsum('nki,nkj->nij', centred, centred)
+    gram += (0.1 * np.trace(gram, axis1=1, axis2=2) / 3 + 1e-12)[:, None, None] * np.eye(3)    # ridge
+    gradient = np.linalg.solve(gram, np.einsum('nki,nkc->nic', centred, colours - colours.mean(1, keepdims=True)))
+    change = np.clip(gradient * np.exp(scale.max(1))[:, None, None] / SH_C1, -1, 1)   # (N, axis, channel)
+    f_rest = cloud.f_rest.copy()
+    f_rest[:, :, 0], f_rest[:, :, 1], f_rest[:, :, 2] = -change[:, 1], change[:, 2], -change[:, 0]
+    return GaussianCloud(xyz=cloud.xyz, normals=cloud.normals, f_dc=rgb_to_sh(colours.mean(1)), f_rest=f_rest,
+                         opacity=np.log(density / (1 - density)), scale=scale,
+                         rotation=rotation_to_quaternion(eigenvectors))
