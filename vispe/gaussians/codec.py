@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import time
 import zlib
 from dataclasses import asdict, dataclass, field
 
@@ -174,11 +175,13 @@ def compress(cloud: GaussianCloud, config: CodecConfig | None = None) -> bytes:
     """The ``.vgs`` bytes of ``cloud`` under ``config`` (training statistics in ``config.stats``)."""
     config = config or CodecConfig()
     cloud.validate()
+    start = time.perf_counter()
     groups = AttributeGroups(cloud.f_rest.shape[2])
     header = dict(codec=config.codec, count=len(cloud), rest=groups.rest, config=asdict(config) | {'stats': None})
     if config.codec == 'float16':
         rows = np.concatenate([cloud.xyz, groups.matrix(cloud)], axis=1).astype(np.float16)
-        return pack(header, {'rows': zlib.compress(rows.tobytes(), 9)})
+        sections = {'rows': zlib.compress(rows.tobytes(), 9)}
+        return pack(dict(header, encode_seconds=round(time.perf_counter() - start, 3)), sections)
     low, high = cloud.xyz.min(0), cloud.xyz.max(0)
     grid = quantize_positions(cloud.xyz, low, high)
     order, position_bytes = encode_positions(grid)
@@ -211,7 +214,7 @@ def compress(cloud: GaussianCloud, config: CodecConfig | None = None) -> bytes:
     for name, columns in _group_columns(groups):
         sections[f'group_{name}'] = encode_symbols(
             [(symbols[:, j], means[:, j], stds[:, j], *header['ranges'][j]) for j in columns]).tobytes()
-    return pack(header, sections)
+    return pack(dict(header, encode_seconds=round(time.perf_counter() - start, 3)), sections)
 
 
 def decompress(data: bytes, source: str = 'bitstream') -> GaussianCloud:
