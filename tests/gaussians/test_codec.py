@@ -16,7 +16,7 @@ import torch
 
 from vispe.gaussians import GaussianCloud, write_gaussians_ply
 from vispe.gaussians.bitstream import BitstreamError, pack, unpack
-from vispe.gaussians.codec import BASE_STEPS, CodecConfig, compress, decompress
+from vispe.gaussians.codec import BASE_STEPS, CodecConfig, compress, decompress, model_size
 from vispe.gaussians.entropy import gaussian_bits
 from vispe.gaussians.layout import AttributeGroups, encode_positions, quantize_positions
 
@@ -123,3 +123,13 @@ def test_corrupt_cut_and_foreign_bitstreams_are_named() -> None:
             xyz=(3,), normals=(3,), f_dc=(3,), f_rest=(3, 0), opacity=(), scale=(3,), rotation=(4,)).items()}))
     assert json.loads(data[8:8 + int.from_bytes(data[4:8], 'little')])['codec'] == 'factorized'
     assert write_gaussians_ply  # the CLI tests write real files
+
+
+def test_the_context_model_size_follows_the_scene() -> None:
+    # at 12 bits per Gaussian: the largest model for the 343k-Gaussian RGB-D scene, the smallest for a lidar sweep
+    large, small = model_size(CodecConfig(), 343_274, 59, 5), model_size(CodecConfig(), 13_941, 59, 5)
+    assert (large.tri_channels, large.tri_resolution, large.hidden) == (16, 32, 128)
+    assert (small.tri_channels, small.tri_resolution, small.hidden) == (4, 16, 32)
+    assert model_size(CodecConfig(tri_resolution=64), 13_941, 59, 5).tri_resolution == 64
+    header = unpack(compress(varied_cloud(count=300), CodecConfig(steps=2)))[0]
+    assert (header['config']['tri_channels'], header['config']['hidden']) == (4, 32)

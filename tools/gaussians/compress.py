@@ -29,10 +29,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--step-scale', type=float, default=1.0, help='multiplies every quantisation step (1)')
     parser.add_argument('--steps', type=int, default=3000, help='training steps of the context model (3000)')
     parser.add_argument('--batch', type=int, default=4096, help='Gaussians per training step (4096)')
-    parser.add_argument('--tri-resolution', type=int, default=32, help='plane cells per side R (32)')
-    parser.add_argument('--tri-channels', type=int, default=16, help='features per plane C (16)')
+    parser.add_argument('--tri-resolution', type=int, default=None,
+                        help='plane cells per side R (default: by scene size, 32 for 343k Gaussians, 16 for 14k)')
+    parser.add_argument('--tri-channels', type=int, default=None, help='features per plane C (default: by scene size)')
     parser.add_argument('--knn', type=int, default=4, help='the Gaussian and its K-1 nearest (4)')
-    parser.add_argument('--hidden', type=int, default=128, help="the context MLP's hidden width (128)")
+    parser.add_argument('--hidden', type=int, default=None,
+                        help="the context MLP's hidden width (default: by scene size)")
     parser.add_argument('--seed', type=int, default=0)
     args = parser.parse_args(argv)
     with reported_by(parser):
@@ -42,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             raise InvalidArgument('--step-scale', args.step_scale, 'is not positive', 'e.g. 0.5, 1 or 2')
         for option in ('steps', 'tri_resolution', 'tri_channels', 'knn', 'hidden', 'batch'):
             minimum = 0 if option == 'steps' else (2 if option == 'tri_resolution' else 1)
-            if getattr(args, option) < minimum:
+            if getattr(args, option) is not None and getattr(args, option) < minimum:
                 raise InvalidArgument('--' + option.replace('_', '-'), getattr(args, option),
                                       f'is below {minimum}', f'give at least {minimum}')
     return args
@@ -58,9 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     data = compress(cloud, config)
     seconds = time.perf_counter() - start
     write_bitstream(args.out, data)
-    sections = ', '.join(f'{name} {len(part)}' for name, part in unpack(data, str(args.out))[1].items())
+    header, parts = unpack(data, str(args.out))
+    sections = ', '.join(f'{name} {len(part)}' for name, part in parts.items())
+    model = header['config']
+    context = (f"; context C {model['tri_channels']}, R {model['tri_resolution']}, hidden {model['hidden']}, "
+               f"K {model['knn']}" if args.codec == 'triplane' else '')
     print(f'{len(cloud)} Gaussians -> {args.out}: {len(data)} bytes, {8 * len(data) / len(cloud):.2f} bits per '
-          f'Gaussian ({args.codec}, step scale {args.step_scale:g}, {seconds:.1f} s); sections (bytes): {sections}')
+          f'Gaussian ({args.codec}, step scale {args.step_scale:g}, {seconds:.1f} s{context}); sections (bytes): '
+          f'{sections}')
     return 0
 
 
