@@ -80,6 +80,15 @@ def test_round_trip_within_half_a_step(codec: str) -> None:
         assert config.stats['bits_history'][-1] < config.stats['bits_history'][0]
 
 
+def test_factorized_decoding_reproduces_the_quantised_attributes_exactly() -> None:
+    cloud = varied_cloud()
+    decoded = decompress(compress(cloud, CodecConfig(codec='factorized', step_scale=0.5)))
+    groups = AttributeGroups(3)
+    steps = np.concatenate([np.full(size, BASE_STEPS[name] * 0.5) for name, size in groups.sizes.items()])
+    expected = (np.rint(morton_sorted_attributes(cloud).astype(np.float64) / steps) * steps).astype(np.float32)
+    assert np.array_equal(groups.matrix(decoded), expected)
+
+
 def test_float16_baseline_round_trip() -> None:
     cloud = varied_cloud()
     decoded = decompress(compress(cloud, CodecConfig(codec='float16')))
