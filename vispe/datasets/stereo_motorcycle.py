@@ -4,6 +4,7 @@ Z = f·B / (d + doffs), f 994.978 px, B 193.001 mm, doffs 31.086 px, principal p
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 __all__ = ['MOTORCYCLE', 'motorcycle_rgbd', 'rgbd_points']
 
@@ -25,10 +26,13 @@ def motorcycle_rgbd() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def rgbd_points(image: np.ndarray, depth: np.ndarray, intrinsics: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Back-project every pixel of known depth (> 0): xyz (P, 3) float32 in the camera frame (OpenCV: x right, y
-    down, z forward; pixel centres at integer coordinates) and its colour (P, 3) in [0, 1]."""
+    """Back-project every pixel of known depth (> 0) with kornia: xyz (P, 3) float32 in the camera frame (OpenCV: x
+    right, y down, z forward; pixel centres at integer coordinates, docs/geometry.md) and its colour (P, 3) in
+    [0, 1]."""
+    from kornia.geometry.camera import unproject_points
+
     rows, cols = np.nonzero(depth > 0)
-    z = depth[rows, cols].astype(np.float64)
-    x = (cols - intrinsics[0, 2]) / intrinsics[0, 0] * z
-    y = (rows - intrinsics[1, 2]) / intrinsics[1, 1] * z
-    return np.stack([x, y, z], axis=1).astype(np.float32), image[rows, cols, :3].astype(np.float32) / 255.0
+    pixels = torch.from_numpy(np.stack([cols, rows], axis=1).astype(np.float64))
+    xyz = unproject_points(pixels, torch.from_numpy(depth[rows, cols].astype(np.float64))[:, None],
+                           torch.from_numpy(np.asarray(intrinsics, np.float64)))
+    return xyz.numpy().astype(np.float32), image[rows, cols, :3].astype(np.float32) / 255.0

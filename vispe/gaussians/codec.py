@@ -113,7 +113,7 @@ def _model_bytes(model: TriPlaneContext) -> bytes:
 
 
 def _weights(model: TriPlaneContext) -> list[torch.Tensor]:
-    return [model.planes, *[parameter for parameter in model.mlp.parameters()]]
+    return [model.planes, *model.mlp.parameters()]
 
 
 def _load_model_bytes(model: TriPlaneContext, data: bytes) -> None:
@@ -179,6 +179,19 @@ def _train(model: TriPlaneContext, xyz: np.ndarray, neighbours: np.ndarray, attr
     return history
 
 
+def _base_steps(groups: AttributeGroups, step_scale: float) -> np.ndarray:
+    """(W,) each column's base step: its group's :data:`BASE_STEPS` entry times ``step_scale``."""
+    return np.array([BASE_STEPS[name] for name in groups.sizes], np.float64)[groups.group_index()] * step_scale
+
+
+def _factorized_model(stats: np.ndarray, count: int,
+                      groups: AttributeGroups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The context-free model: every Gaussian gets each column's mean and spread, and step factor 1."""
+    shape = (count, groups.width)
+    return (np.broadcast_to(stats[0].astype(np.float64), shape), np.broadcast_to(stats[1].astype(np.float64), shape),
+            np.ones((count, len(groups.sizes))))
+
+
 def _parameter_hash(means: np.ndarray, stds: np.ndarray, factors: np.ndarray) -> str:
     digest = hashlib.sha256()
     for array in (np.rint(means * 64).astype(np.int64), np.rint(np.log2(stds) * 16).astype(np.int64),
@@ -210,13 +223,11 @@ def compress(cloud: GaussianCloud, config: CodecConfig | None = None) -> bytes:
     grid = grid[order]
     attributes = groups.matrix(cloud)[order].astype(np.float64)
     stats = np.stack([attributes.mean(0), np.maximum(attributes.std(0), 1e-6)]).astype(np.float32)
-    base = np.array([BASE_STEPS[name] for name in groups.sizes], np.float64)[groups.group_index()] * config.step_scale
+    base = _base_steps(groups, config.step_scale)
     header.update(low=low.tolist(), high=high.tolist())
     sections = {'positions': position_bytes, 'stats': stats.tobytes()}
     if config.codec == 'factorized':
-        mean = np.broadcast_to(stats[0].astype(np.float64), attributes.shape)
-        scale = np.broadcast_to(stats[1].astype(np.float64), attributes.shape)
-        factors = np.ones((len(cloud), len(groups.sizes)))
+        mean, scale, factors = _factorized_model(stats, len(cloud), groups)
     else:
         xyz = dequantize_positions(grid, low, high)
         neighbours = grid_neighbours(grid, config.knn)
@@ -255,12 +266,9 @@ def decompress(data: bytes, source: str = 'bitstream') -> GaussianCloud:
     grid = decode_positions(sections['positions'], count)
     xyz = dequantize_positions(grid, low, high)
     stats = np.frombuffer(sections['stats'], np.float32).reshape(2, groups.width)
-    base = np.array([BASE_STEPS[name] for name in groups.sizes], np.float64)[groups.group_index()] \
-        * header['config']['step_scale']
+    base = _base_steps(groups, header['config']['step_scale'])
     if codec == 'factorized':
-        mean = np.broadcast_to(stats[0].astype(np.float64), (count, groups.width))
-        scale = np.broadcast_to(stats[1].astype(np.float64), (count, groups.width))
-        factors = np.ones((count, len(groups.sizes)))
+        mean, scale, factors = _factorized_model(stats, count, groups)
     elif codec == 'triplane':
         model = _build_model(header, groups, stats.copy())
         _load_model_bytes(model, sections['model'])

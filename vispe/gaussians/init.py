@@ -9,6 +9,7 @@ quaternion; the opacity is 0.1, stored as a logit.
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from vispe.gaussians.ply import GaussianCloud
 
@@ -67,29 +68,10 @@ SH_C1 = 0.4886025119029199
 
 
 def rotation_to_quaternion(rotation: np.ndarray) -> np.ndarray:
-    """(N, 3, 3) rotation matrices -> (N, 4) unit quaternions (w, x, y, z), w ≥ 0 (Shepperd's method)."""
-    m = np.asarray(rotation, np.float64)
-    trace = np.trace(m, axis1=1, axis2=2)
-    candidates = np.stack([1 + trace, 1 + 2 * m[:, 0, 0] - trace, 1 + 2 * m[:, 1, 1] - trace,
-                           1 + 2 * m[:, 2, 2] - trace], axis=1)
-    pick = candidates.argmax(1)
-    quaternion = np.empty((len(m), 4))
-    for case in range(4):
-        rows = pick == case
-        r, s = m[rows], np.sqrt(np.maximum(candidates[rows, case], 1e-12))
-        if case == 0:
-            parts = [s / 2, (r[:, 2, 1] - r[:, 1, 2]) / (2 * s), (r[:, 0, 2] - r[:, 2, 0]) / (2 * s),
-                     (r[:, 1, 0] - r[:, 0, 1]) / (2 * s)]
-        elif case == 1:
-            parts = [(r[:, 2, 1] - r[:, 1, 2]) / (2 * s), s / 2, (r[:, 0, 1] + r[:, 1, 0]) / (2 * s),
-                     (r[:, 0, 2] + r[:, 2, 0]) / (2 * s)]
-        elif case == 2:
-            parts = [(r[:, 0, 2] - r[:, 2, 0]) / (2 * s), (r[:, 0, 1] + r[:, 1, 0]) / (2 * s), s / 2,
-                     (r[:, 1, 2] + r[:, 2, 1]) / (2 * s)]
-        else:
-            parts = [(r[:, 1, 0] - r[:, 0, 1]) / (2 * s), (r[:, 0, 2] + r[:, 2, 0]) / (2 * s),
-                     (r[:, 1, 2] + r[:, 2, 1]) / (2 * s), s / 2]
-        quaternion[rows] = np.stack(parts, axis=1)
+    """(N, 3, 3) rotation matrices -> (N, 4) unit quaternions (w, x, y, z) with w ≥ 0 (kornia's conversion)."""
+    from kornia.geometry.conversions import rotation_matrix_to_quaternion
+
+    quaternion = rotation_matrix_to_quaternion(torch.from_numpy(np.asarray(rotation, np.float64)), eps=0.0).numpy()
     return quaternion * np.where(quaternion[:, :1] < 0, -1.0, 1.0)
 
 

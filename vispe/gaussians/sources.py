@@ -18,12 +18,13 @@ def lidar_points_coloured(data_root: str | Path, index: int, split: str = 'test-
     The images are read at their stored size (the converter's ``image_size``)."""
     import json
 
+    from vispe.datasets.mv_scenes.meshes import CLASSES
     from vispe.visualization.multiview_scene import check_data_root, load_sample
 
     root = check_data_root(data_root, 'SOURCE')
     size = json.loads((root / 'mv-scenes.json').read_text())['config']['image_size']
     dataset = dict(type='MultiViewDetection', data_root=str(root), split=split,
-                   classes=('car', 'truck', 'bicycle', 'pedestrian', 'traffic_cone'), image_size=tuple(size))
+                   classes=CLASSES, image_size=tuple(size))
     sample = load_sample(dataset, index)
     images = sample.images()                                                   # (V, H, W, 3)
     pixels, depth = sample.cameras.project(torch.from_numpy(sample.lidar_points)[None])
