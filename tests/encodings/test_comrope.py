@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from vispe.encodings import ComRoPE
+from vispe.encodings.comrope import skew_eigenbasis
 from vispe.geometry import Positions
 
 VARIANTS = [('AP', 2), ('AP', 4), ('LD', 2), ('LD', 4), ('LD', 8)]
@@ -34,6 +35,55 @@ def test_blockwise_rotation_equals_dense_matrix_exp(variant, block_size) -> None
         dense = dense_rotation(encoding, encoding.positions(pos), layer)
         assert (rotated_q - (dense @ q.unsqueeze(-1)).squeeze(-1)).abs().max() <= 1e-5
         assert (rotated_k - (dense @ k.unsqueeze(-1)).squeeze(-1)).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize('variant, block_size', [('AP', 4), ('LD', 4), ('LD', 8)])
+def test_eigenbasis_rotation_matches_matrix_exp_forward_and_backward(variant, block_size) -> None:
+    """Even b > 2 rotates in the generators' shared eigenbasis; values and the gradients of the parameters and of
+    q equal those through the per-token matrix exponential."""
+    torch.manual_seed(0)
+    encoding = build(variant, block_size).double()
+    pos = Positions((3, 4), 1)
+    q = torch.randn(2, 3, 13, 16, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(2, 3, 13, 16, dtype=torch.float64)
+    table = encoding.build_table(pos)
+    assert isinstance(table, tuple)
+    results = []
+    for rotation in (encoding.layer_rotation(table, 1), torch.linalg.matrix_exp(encoding.generators(pos))[1]):
+        rotated = encoding.apply_rotation(q, rotation)
+        grads = torch.autograd.grad((rotated * weights).sum(), [q, *encoding.parameters()], retain_graph=True)
+        results.append((rotated, *grads))
+    for eigen, reference in zip(*results):
+        assert (eigen - reference).abs().max() <= 1e-5 * reference.abs().max()
+
+
+def test_skew_eigenbasis_block_diagonalises_the_generators() -> None:
+    torch.manual_seed(0)
+    parameters = torch.randn(5, 6, 6, dtype=torch.float64)
+    skew = parameters - parameters.transpose(-1, -2)
+    basis, rates = skew_eigenbasis(skew)
+    planes = torch.zeros(5, 6, 6, dtype=torch.float64)
+    planes[:, [0, 2, 4], [1, 3, 5]] = rates
+    planes[:, [1, 3, 5], [0, 2, 4]] = -rates
+    assert (basis.transpose(-1, -2) @ basis - torch.eye(6, dtype=torch.float64)).abs().max() <= 1e-12
+    assert (basis.transpose(-1, -2) @ skew @ basis - planes).abs().max() <= 1e-12 and bool((rates > 0).all())
+
+
+@pytest.mark.parametrize('options', [dict(block_size=4, init_std=0.0), dict(block_size=3)],
+                         ids=['degenerate', 'odd'])
+def test_degenerate_or_odd_blocks_use_matrix_exp(options) -> None:
+    """Zero generators (init_std=0) have no eigenbasis, odd blocks none of even size: both take the matrix
+    exponential per token; zero generators are the identity."""
+    encoding = ComRoPE(head_dim=12, depth=1, num_heads=2, variant='LD', **options)
+    pos = Positions((2, 3), 1)
+    table = encoding.build_table(pos)
+    assert isinstance(table, torch.Tensor) and table.shape[-2:] == (options['block_size'],) * 2
+    q = torch.randn(1, 2, 7, 12)
+    rotated, _ = encoding.rotate(q, q, pos, pos, 0)
+    if options.get('init_std') == 0.0:
+        assert torch.equal(rotated, q)
+    else:
+        assert (rotated.norm(dim=-1) - q.norm(dim=-1)).abs().max() <= 1e-5
 
 
 @pytest.mark.parametrize('variant, block_size', VARIANTS)

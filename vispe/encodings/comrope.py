@@ -6,13 +6,51 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding
+from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, model_facts
 from vispe.encodings.rotary import angles_to_cis, rotate_pairs
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
 VARIANTS = ('AP', 'LD')
+# One forward's rotations: complex angles, (angles in the eigenbasis, the basis), or real matrices.
+RotationTable = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+# A spectrum whose eigenvalues come closer than this (relative to its largest) has no stable eigenbasis; the
+# decomposition runs in float64, so nearer pairs than this still give float32-exact rotations and gradients.
+SPECTRAL_GAP = 1e-6
+
+
+def skew_eigenbasis(skew: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The real eigenbasis of skew-symmetric matrices of even size b.
+
+    Args:
+        skew: (..., b, b) real skew-symmetric S.
+
+    Returns:
+        basis (..., b, b) orthogonal Q whose columns (2k, 2k+1) span the k-th invariant plane, and rates
+        (..., b/2) μ_k, with Qᵀ·S·Q = diag([[0, μ_k], [−μ_k, 0]]). From the Hermitian −i·S (``eigh``, whose
+        gradient is exact while the μ are distinct): an eigenvector a + i·c of eigenvalue μ > 0 gives the
+        plane (√2·a, √2·c). Decomposed in double precision (the matrices are few and small).
+    """
+    half = skew.shape[-1] // 2
+    values, vectors = torch.linalg.eigh(skew.to(torch.complex128) * -1j)
+    positive = vectors[..., half:]
+    basis = torch.stack([positive.real, positive.imag], dim=-1).flatten(-2) * 2 ** 0.5
+    return basis.to(skew.dtype), values[..., half:].to(skew.dtype)
+
+
+def spectral_gap(skew: torch.Tensor) -> torch.Tensor:
+    """The smallest distance between eigenvalues ±μ of the skew-symmetric blocks (..., b, b), relative to the
+    largest |μ| (at least 1): 0 when a spectrum is degenerate."""
+    values = torch.linalg.eigvalsh(skew.to(torch.complex128) * -1j)
+    return values.diff(dim=-1).min() / values.abs().max().clamp(min=1.0)
+
+
+def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
+    """(..., n, b, b) -> (..., n·b, n·b) with the blocks on the diagonal."""
+    count = blocks.shape[-3]
+    eye = torch.eye(count, dtype=blocks.dtype, device=blocks.device).view(count, 1, count, 1)
+    return (blocks.unsqueeze(-2) * eye).flatten(-4, -3).flatten(-2)
 
 
 @ENCODINGS.register_module()
@@ -27,9 +65,14 @@ class ComRoPE(PositionEncoding):
     * LD: A_a = θ_{l,a,j} · S, multipliers θ shared across heads.
 
     In both, the generator of a block is one scalar t(p) times S, so the A_a commute and
-    ``R(x)ᵀR(y) = R(y − x)``. vispe applies the rotation block-wise in O(N·d·b); for b = 2 it is a
-    rotation by angle t·(P₁₀ − P₀₁), applied like RoPE, and for b > 2 ``torch.linalg.matrix_exp`` of
-    the (N, heads, d/b, b, b) generators. The reference materialises a dense d×d matrix per token.
+    ``R(x)ᵀR(y) = R(y − x)``. The reference materialises a dense d×d matrix exponential per token; vispe
+    never does. For b = 2 the rotation is by angle t·(P₁₀ − P₀₁), applied like RoPE. For even b > 2 every
+    token of a block shares S's orthogonal eigenbasis: S = Q·diag([[0, μ_k], [−μ_k, 0]])·Qᵀ, so
+    ``exp(t·S) = Q·rot(−t·μ)·Qᵀ``, one d×d change of basis per head (computed once per forward by
+    :func:`skew_eigenbasis`), a RoPE rotation by angles −t·μ_k, and the change back: the cost of RoPE plus two
+    matrix products per head, not a ``matrix_exp`` per token. When a block's spectrum is degenerate (repeated or
+    zero μ, e.g. ``init_std=0``) the eigenbasis and its gradient are not defined, and that forward uses
+    ``torch.linalg.matrix_exp`` per token instead (the same rotation); odd b always does.
 
     Positions as the reference: (row, col) normalised to (i + 0.5)/n per axis, so a larger grid
     interpolates inside (0, 1); prefix tokens sit at (cls_position, cls_position), the image centre,
@@ -125,31 +168,61 @@ class ComRoPE(PositionEncoding):
             skew = skew.unsqueeze(1)
         return scalars[..., None, None] * skew.unsqueeze(-4)
 
-    def build_table(self, pos: Positions, extent_of: Positions | None = None) -> torch.Tensor:
-        """The per-forward rotations of every layer.
+    def build_table(self, pos: Positions, extent_of: Positions | None = None) -> RotationTable:
+        """The per-forward rotations of every layer, indexed by layer.
 
-        b = 2: complex (depth, [B,] heads, N, d/2); b > 2: real (depth, [B,] heads, N, d/b, b, b).
+        b = 2: complex (depth, [B,] heads, N, d/2). Even b > 2: (complex angles (depth, [B,] heads, N, d/2) in the
+        eigenbasis, the basis (depth, heads, d, d)). Odd b or a degenerate spectrum: real
+        (depth, [B,] heads, N, d/b, b, b) matrix exponentials.
         """
+        scalars = self.block_scalars(self.positions(pos, extent_of)).unsqueeze(-3)
+        skew = self.skew().float()
         if self.block_size == 2:
-            scalars = self.block_scalars(self.positions(pos, extent_of)).unsqueeze(-3)
-            skew = self.skew().float()
             rates = skew[..., 1, 0]
             if scalars.ndim == 5:
                 rates = rates.unsqueeze(1)
             return angles_to_cis(scalars * rates.unsqueeze(-2))
+        if self.block_size % 2 == 0 and self.has_eigenbasis(skew):
+            basis, rates = skew_eigenbasis(skew)
+            if scalars.ndim == 5:
+                rates = rates.unsqueeze(1)
+            angles = -scalars.unsqueeze(-1) * rates.unsqueeze(-3)
+            return angles_to_cis(angles.flatten(-2)), block_diagonal(basis)
         return torch.linalg.matrix_exp(self.generators(pos, extent_of))
+
+    @staticmethod
+    def has_eigenbasis(skew: torch.Tensor) -> bool:
+        """Whether every block's spectrum is separated (see :func:`spectral_gap`). While torch.compile or
+        torch.export trace the model the check is an assertion inside the graph instead of a branch."""
+        gap = spectral_gap(skew.detach())
+        if TableCache.tracing():
+            torch._assert_async(gap > SPECTRAL_GAP, 'ComRoPE: a block has repeated or zero rotation rates, whose '
+                                                    'eigenbasis is undefined; run this model without compiling')
+            return True
+        return bool(gap > SPECTRAL_GAP)
 
     def prepare(self, pos: Positions) -> None:
         self.table(pos)
 
-    def table(self, pos: Positions, extent_of: Positions | None = None) -> torch.Tensor:
+    def table(self, pos: Positions, extent_of: Positions | None = None) -> RotationTable:
         """This forward's table of ``pos`` (normalised by the grid of ``extent_of``, default ``pos``)."""
         if extent_of is None or extent_of is pos:
             return pos.memo(('comrope', id(self)), lambda: self.build_table(pos))
         return pos.memo(('comrope', id(self), id(extent_of)), lambda: self.build_table(pos, extent_of))
 
-    def apply_rotation(self, x: torch.Tensor, rotation: torch.Tensor) -> torch.Tensor:
-        """Rotate x (B, heads, N, d) by one layer's table."""
+    @staticmethod
+    def layer_rotation(table: RotationTable, layer_idx: int) -> RotationTable:
+        """One layer's entry of a table from :meth:`build_table`."""
+        if isinstance(table, tuple):
+            return tuple(part[layer_idx] for part in table)
+        return table[layer_idx]
+
+    def apply_rotation(self, x: torch.Tensor, rotation: RotationTable) -> torch.Tensor:
+        """Rotate x (B, heads, N, d) by one layer's rotation."""
+        if isinstance(rotation, tuple):
+            cis, basis = rotation
+            in_basis = x.float() @ basis
+            return (rotate_pairs(in_basis, cis) @ basis.transpose(-1, -2)).to(x.dtype)
         if self.block_size == 2:
             return rotate_pairs(x, rotation)
         blocks = x.float().unflatten(-1, (-1, self.block_size))
@@ -159,8 +232,8 @@ class ComRoPE(PositionEncoding):
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         if layer_idx >= self.depth:
             raise IndexError(f'ComRoPE has generators for {self.depth} layers; layer {layer_idx} asked.')
-        rotation_q = self.table(pos_q, pos_k)[layer_idx]
-        rotation_k = rotation_q if pos_k is pos_q else self.table(pos_k)[layer_idx]
+        rotation_q = self.layer_rotation(self.table(pos_q, pos_k), layer_idx)
+        rotation_k = rotation_q if pos_k is pos_q else self.layer_rotation(self.table(pos_k), layer_idx)
         return self.apply_rotation(q, rotation_q), self.apply_rotation(k, rotation_k)
 
     def no_weight_decay(self) -> set[str]:
