@@ -13,9 +13,14 @@ import vispe
 from .helpers import max_diff
 
 
-def first_examples() -> list[dict]:
-    return [dict(type=info.name, **vispe.registry.ENCODINGS.get(info.name).examples[0])
-            for info in vispe.list_encodings(image_only=True)]
+def all_examples() -> list[dict]:
+    """Every example configuration of every image encoding."""
+    return [dict(type=info.name, **example) for info in vispe.list_encodings(image_only=True)
+            for example in vispe.registry.ENCODINGS.get(info.name).examples]
+
+
+def example_id(cfg: dict) -> str:
+    return '-'.join([cfg['type'], *(f'{key}={value}' for key, value in cfg.items() if key != 'type')])
 
 
 def small_vit(encoding: dict) -> vispe.VisionTransformer:
@@ -24,7 +29,7 @@ def small_vit(encoding: dict) -> vispe.VisionTransformer:
                             patch_size=8).eval()
 
 
-@pytest.mark.parametrize('encoding', first_examples(), ids=lambda cfg: cfg['type'])
+@pytest.mark.parametrize('encoding', all_examples(), ids=example_id)
 def test_compile_sees_one_graph(encoding) -> None:
     vit = small_vit(encoding)
     torch._dynamo.reset()

@@ -8,7 +8,7 @@ import torch
 from timm.layers import resample_abs_pos_embed, trunc_normal_
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding
+from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, Search, model_facts
 from vispe.geometry import Positions, to_2tuple
 from vispe.registry import ENCODINGS
@@ -125,13 +125,9 @@ class LearnedAPE(PositionEncoding):
             (1 | B, [prefix +] N, C): the prefix rows (if any) followed by the gathered cells.
         """
         cells = coords.round().long()
-        if not torch.equal(cells.to(coords.dtype), coords):
-            raise ValueError('LearnedAPE reads explicit positions only at integer cells of its table; use an '
-                             'encoding that evaluates coordinates (SinCos2D, FourierFeatures, RoPE) for others.')
         rows, cols = cells[..., 0], cells[..., 1]
-        if rows.min() < 0 or cols.min() < 0 or rows.max() >= self.grid_size[0] or cols.max() >= self.grid_size[1]:
-            raise ValueError(f'Positions reach row {int(rows.max())}, column {int(cols.max())}, outside the '
-                             f'{self.grid_size} table of LearnedAPE: build it with a larger grid_size.')
+        if not TableCache.tracing():
+            self.check_cells(coords, cells)
         prefix = self.table_prefix_tokens
         table = self.pos_embed[0, prefix + rows * self.grid_size[1] + cols]
         if table.ndim == 2:
@@ -139,6 +135,17 @@ class LearnedAPE(PositionEncoding):
         if prefix:
             table = torch.cat([self.pos_embed[:, :prefix].expand(table.shape[0], -1, -1), table], dim=1)
         return table
+
+    def check_cells(self, coords: torch.Tensor, cells: torch.Tensor) -> None:
+        """Refuse explicit positions off the integer cells or outside the table. Eager only: the checks read the
+        values on the host, which a traced graph cannot (RPE-2D, the one caller, makes integer cells in range)."""
+        if not torch.equal(cells.to(coords.dtype), coords):
+            raise ValueError('LearnedAPE reads explicit positions only at integer cells of its table; use an '
+                             'encoding that evaluates coordinates (SinCos2D, FourierFeatures, RoPE) for others.')
+        rows, cols = cells[..., 0], cells[..., 1]
+        if rows.min() < 0 or cols.min() < 0 or rows.max() >= self.grid_size[0] or cols.max() >= self.grid_size[1]:
+            raise ValueError(f'Positions reach row {int(rows.max())}, column {int(cols.max())}, outside the '
+                             f'{self.grid_size} table of LearnedAPE: build it with a larger grid_size.')
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         self.check_sequence(pos, self.num_prefix_tokens, integer_grid=False)
