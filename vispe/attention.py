@@ -8,7 +8,11 @@ where the queries come from ``x`` and the keys and values from ``memory``, proje
 ``qkv`` weight (rows q | k | v, as ``torch.nn.MultiheadAttention``'s ``in_proj_weight``).
 
 The kernel is ``F.scaled_dot_product_attention``; rotations act on q/k before it, biases go in as its
-additive ``attn_mask`` and keys shared by several query heads use its ``enable_gqa``. The explicit
+additive ``attn_mask`` and keys shared by several query heads use its ``enable_gqa``. An encoding whose bias is a
+table of grid offsets (LookHere, 2D-ALiBi, iRPE in bias mode) may instead hand its tables to FlexAttention
+(:meth:`~vispe.encodings.PositionEncoding.flex_bias`, :mod:`vispe.flex_bias`), so that no (heads, L, L) bias
+is built; it does so only when its ``kernel`` option chooses it, no probabilities are needed, no extra mask is
+given, no attention dropout is active and FlexAttention runs on the inputs (:func:`vispe.flex_bias.flex_supported`). The explicit
 ``softmax(q·kᵀ·scale + bias)`` path runs only when the probabilities are needed: an encoding hook asks for
 them (iRPE on values), they are being captured for visualisation, or ``fused_attn`` is off. The
 probabilities pass through ``attn_drop``, so timm's ``AttentionExtract`` hooks work on the explicit path.
@@ -21,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from timm.layers import Attention as TimmAttention
 from torch import nn
+
+from vispe.flex_bias import flex_offset_attention, flex_supported
 
 if TYPE_CHECKING:
     from vispe.encodings.base import PositionEncoding
@@ -151,17 +157,28 @@ class Attention(TimmAttention):
             q, k = encoding.rotate(q, k, pos, pos_k, layer_idx)
         if 'transform_v' in hooks:
             v = encoding.transform_v(v, pos_k, layer_idx)
-        bias = additive_mask(attn_mask, q.dtype)
-        if 'logits_bias' in hooks:
-            encoding_bias = encoding.logits_bias(q, k, pos, pos_k, layer_idx)
-            if encoding_bias is not None:
-                bias = encoding_bias if bias is None else bias + encoding_bias
-        if bias is not None:
-            bias = bias.to(q.dtype)
         hook_needs_probs = 'transform_out' in hooks and encoding.needs_probs(layer_idx)
+        explicit = self.capture_probs or hook_needs_probs or not self.fused_attn
+        flex = None
+        if ('logits_bias' in hooks and attn_mask is None and not explicit and not (self.training and self.attn_drop.p)
+                and flex_supported(q, k, v)):
+            flex = encoding.flex_bias(pos, pos_k, layer_idx)
+        bias = None
+        if flex is None:
+            bias = additive_mask(attn_mask, q.dtype)
+            if 'logits_bias' in hooks:
+                encoding_bias = encoding.logits_bias(q, k, pos, pos_k, layer_idx)
+                if encoding_bias is not None:
+                    bias = encoding_bias if bias is None else bias + encoding_bias
+            if bias is not None:
+                bias = bias.to(q.dtype)
 
         probs = None
-        if self.capture_probs or hook_needs_probs or not self.fused_attn:
+        if flex is not None:
+            offset_bias, block_mask = flex
+            out = flex_offset_attention(q, k, v, offset_bias, self.scale, block_mask,
+                                        enable_gqa=k.shape[1] != self.num_heads)
+        elif explicit:
             k, v = _repeat_heads(k, self.num_heads), _repeat_heads(v, self.num_heads)
             probs = attention_probs(q, k, self.scale, bias)
             if self.capture_probs:

@@ -173,10 +173,10 @@ def test_every_built_in_encoding_declares_its_options() -> None:
 def test_declared_test_time_options() -> None:
     declared = {name: sorted(cls.test_time_options()) for name, cls in REGISTERED.items() if name in BUILT_IN}
     assert declared == {
-        'ALiBi2D': ['distance_scale'], 'ComRoPE': [], 'DETRSine': [], 'FourierFeatures': [],
-        'LearnedAPE': ['antialias', 'interpolation'], 'LookHere': ['global_slope', 'reference_rounding'],
+        'ALiBi2D': ['distance_scale', 'kernel'], 'ComRoPE': [], 'DETRSine': [], 'FourierFeatures': [],
+        'LearnedAPE': ['antialias', 'interpolation'], 'LookHere': ['global_slope', 'kernel', 'reference_rounding'],
         'MultiViewSine': [], 'NoPE': [], 'PEG': [], 'PETR': [], 'PPE3D': [], 'RPE2D': ['eval_positions'], 'RoPEAxial': ['position_scale', 'theta'],
-        'RoPEMixed': ['position_scale'], 'SinCos2D': ['resize'], 'iRPE': []}
+        'RoPEMixed': ['position_scale'], 'SinCos2D': ['resize'], 'iRPE': ['kernel']}
 
 
 @pytest.mark.parametrize('name, options', EXAMPLES, ids=[f'{n}-{o}' for n, o in EXAMPLES])
@@ -218,7 +218,7 @@ def test_misspelt_attributes_name_the_closest_test_time_option() -> None:
     lookhere = build('LookHere')
     with pytest.raises(AttributeError, match=r"LookHere has no attribute 'global_slop' to set\. Did you mean "
                                              r'global_slope\? Test-time options of LookHere: global_slope, '
-                                             r'reference_rounding\.'):
+                                             r'reference_rounding, kernel\.'):
         lookhere.global_slop = 0.9
     assert not hasattr(lookhere, 'global_slop')
     with pytest.raises(AttributeError, match=r'Did you mean layer_slopes \(fixed at build\)\? Test-time'):

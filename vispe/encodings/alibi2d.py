@@ -7,6 +7,7 @@ import torch
 
 from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, Search, model_facts
+from vispe.flex_bias import OffsetBias, grid_offsets, kernel_option, use_flex
 from vispe.geometry import Positions, pad_prefix, pairwise_offsets, relative_offsets
 from vispe.registry import ENCODINGS
 
@@ -26,9 +27,14 @@ class ALiBi2D(PositionEncoding):
     image fraction constant at a larger resolution. In cross-attention (or with explicit coordinates)
     the distance is between the query's and the key's coordinates, computed per forward.
 
+    ``kernel='flex'`` runs self-attention on the grid through FlexAttention with the bias read from a
+    (heads, 2h−1, 2w−1) table of offsets (:mod:`vispe.flex_bias`): no (heads, L, L) tensor. 'auto' keeps SDPA, which
+    was faster on the CPU at every size measured (``benchmarks/flex_vit-s16_cpu1.md``).
+
     Args:
         num_heads, num_prefix_tokens: from the model.
         distance_scale: factor on the distances.
+        kernel: 'auto', 'sdpa' or 'flex'.
 
     Shapes: logits_bias -> (1, heads, L, L) in self-attention on the grid, else (B|1, heads, Lq, Lk).
     """
@@ -41,12 +47,17 @@ class ALiBi2D(PositionEncoding):
                                  doc='The factor on distances is >= 0 (1 in training, e.g. train_grid / test_grid at '
                                      'a larger size; negative would favour far keys); the bias is rebuilt every '
                                      'forward, so it may change at test time.'),
+        'kernel': kernel_option(),
     }
+    # From how many tokens 'auto' takes the flex path (None: never; SDPA was faster on the CPU at 197-4097 tokens).
+    flex_min_tokens: ClassVar[int | None] = None
 
-    def __init__(self, num_heads: int, num_prefix_tokens: int = 1, distance_scale: float = 1.0) -> None:
+    def __init__(self, num_heads: int, num_prefix_tokens: int = 1, distance_scale: float = 1.0,
+                 kernel: str = 'auto') -> None:
         super().__init__()
         self.num_prefix_tokens = num_prefix_tokens
         self.distance_scale = distance_scale
+        self.kernel = kernel
         self.register_buffer('slopes', alibi_slopes(num_heads), persistent=False)
         self._cache = TableCache()
 
@@ -75,8 +86,26 @@ class ALiBi2D(PositionEncoding):
             return pad_prefix(bias, pos_q.num_prefix_tokens, 0.0, pos_k.num_prefix_tokens)
         return pos_q.memo(('alibi2d', id(self), id(pos_k), self.distance_scale), build)
 
+    def offset_bias(self, pos: Positions) -> OffsetBias:
+        """The bias as grid-offset tables for FlexAttention, built once per forward."""
+        self.check_sequence(pos, self.num_prefix_tokens)
+
+        def build() -> OffsetBias:
+            distance = grid_offsets(pos.grid_size, pos.device).square().sum(-1).sqrt()
+            coef = -self.distance_scale * self.slopes.to(pos.device)
+            return OffsetBias(pos.grid_size, pos.num_prefix_tokens, distance * coef[:, None, None],
+                              torch.zeros_like(coef))
+        return pos.memo(('alibi2d-flex', id(self), self.distance_scale), build)
+
+    def flex_bias(self, pos_q: Positions, pos_k: Positions,
+                  layer_idx: int) -> tuple[OffsetBias, None] | None:
+        if pos_q is pos_k and pos_q.has_default_coords and use_flex(self.kernel, pos_q.num_tokens,
+                                                                    self.flex_min_tokens):
+            return self.offset_bias(pos_q), None
+        return None
+
     def prepare(self, pos: Positions) -> None:
-        if pos.has_default_coords:
+        if pos.has_default_coords and not use_flex(self.kernel, pos.num_tokens, self.flex_min_tokens):
             self.bias(pos)
 
     def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
@@ -86,4 +115,4 @@ class ALiBi2D(PositionEncoding):
         return self.cross_bias(pos_q, pos_k)
 
     def extra_repr(self) -> str:
-        return f'heads={len(self.slopes)}, distance_scale={self.distance_scale}'
+        return f'heads={len(self.slopes)}, distance_scale={self.distance_scale}, kernel={self.kernel!r}'

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections import OrderedDict
-from typing import Any, Callable, ClassVar, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Hashable, Mapping, Sequence
 
 import torch
 import torch.fx
@@ -32,6 +32,11 @@ from torch import nn
 from vispe.encodings.options import (Option, OptionTypeError, check_test_time_option, closest_suggestion,
                                      unknown_attribute_message)
 from vispe.geometry import Positions
+
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
+
+    from vispe.flex_bias import OffsetBias
 
 HOOK_NAMES = ('embed', 'rotate', 'transform_v', 'logits_bias', 'transform_out', 'between_blocks')
 # Positional parameters (after self) of each hook, and of the hooks that took one ``pos`` before vispe 0.2.
@@ -224,6 +229,13 @@ class PositionEncoding(nn.Module):
         """Whether :meth:`transform_out` needs the attention probabilities at this layer."""
         return False
 
+    def flex_bias(self, pos_q: Positions, pos_k: Positions,
+                  layer_idx: int) -> tuple[OffsetBias, BlockMask | None] | None:
+        """This layer's :meth:`logits_bias` as grid-offset tables for FlexAttention, with its block mask, or None
+        to have :meth:`logits_bias` called (the default). Attention asks only when it may use the flex path (see
+        :mod:`vispe.attention`); the result must equal :meth:`logits_bias`."""
+        return None
+
     def no_weight_decay(self) -> set[str]:
         """Names (relative to this module) of parameters to keep out of weight decay."""
         return set()
@@ -335,6 +347,12 @@ class EncodingStack(PositionEncoding):
     def needs_probs(self, layer_idx: int) -> bool:
         return any(encoding.needs_probs(layer_idx) for encoding in self.encodings)
 
+    def flex_bias(self, pos_q: Positions, pos_k: Positions,
+                  layer_idx: int) -> tuple[OffsetBias, BlockMask | None] | None:
+        """The flex tables of the one member with a logit bias, if it offers them (several biases: None)."""
+        biased = self._with('logits_bias')
+        return biased[0].flex_bias(pos_q, pos_k, layer_idx) if len(biased) == 1 else None
+
     def no_weight_decay(self) -> set[str]:
         return {f'encodings.{i}.{name}' for i, encoding in enumerate(self.encodings)
                 for name in encoding.no_weight_decay()}
@@ -372,9 +390,19 @@ class TableCache:
         return table
 
     def nbytes(self) -> int:
-        """Memory held by the cached tables (tensors, or dicts of tensors)."""
-        total = 0
-        for table in self._tables.values():
-            tensors = table.values() if isinstance(table, dict) else [table]
-            total += sum(t.numel() * t.element_size() for t in tensors)
-        return total
+        """Memory held by the cached tables (tensors, in dicts, tuples or a FlexAttention block mask)."""
+        return sum(table_nbytes(table) for table in self._tables.values())
+
+
+def table_nbytes(table: Any) -> int:
+    """Bytes of the tensors in a table: a tensor, a dict, tuple or list of them, or an object with ``as_tuple()``
+    (FlexAttention's BlockMask); anything else (None, numbers, functions) counts 0."""
+    if isinstance(table, torch.Tensor):
+        return table.numel() * table.element_size()
+    if isinstance(table, dict):
+        table = list(table.values())
+    elif hasattr(table, 'as_tuple'):
+        table = table.as_tuple()
+    if isinstance(table, (tuple, list)):
+        return sum(table_nbytes(part) for part in table)
+    return 0

@@ -9,6 +9,7 @@ from torch import nn
 
 from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, model_facts
+from vispe.flex_bias import OffsetBias, grid_offsets, kernel_option, use_flex
 from vispe.geometry import Positions, pad_prefix, pairwise_offsets, relative_offsets
 from vispe.registry import ENCODINGS
 
@@ -94,6 +95,10 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
         on: any of 'q', 'k', 'v', e.g. 'k', 'qk', 'qkv'.
         shared_head: one table for all heads.
         ratio: r (1.9 in the released models: 7×7 + 1 = 50 product buckets).
+        kernel: 'auto', 'sdpa' or 'flex'. In bias mode the flex path (self-attention on the grid) reads each
+            layer's bias from a (heads, 2h−1, 2w−1) table of offsets inside FlexAttention (:mod:`vispe.flex_bias`);
+            no (heads, L, L) bias is built. 'auto' keeps SDPA, faster on the CPU at every size measured
+            (``benchmarks/flex_vit-s16_cpu1.md``). Contextual mode always runs SDPA.
 
     Shapes: logits_bias -> (B|1, heads|1, L, L); transform_out (B, heads, L, d) -> same.
     """
@@ -116,11 +121,14 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
                                         'tables.'),
         'ratio': Option(float, gt=0, doc='The bucket ratio r is positive (the released models use 1.9); it sets the '
                                          'number of buckets, so it shapes the tables.'),
+        'kernel': kernel_option(),
     }
+    # From how many tokens 'auto' takes the flex path (None: never; SDPA was faster on the CPU at 197-4097 tokens).
+    flex_min_tokens: ClassVar[int | None] = None
 
     def __init__(self, head_dim: int, num_heads: int, depth: int, num_prefix_tokens: int = 1,
                  method: str = 'product', mode: str = 'contextual', on: str = 'k', shared_head: bool = True,
-                 ratio: float = 1.9) -> None:
+                 ratio: float = 1.9, kernel: str = 'auto') -> None:
         super().__init__()
         if not on or set(on) - set('qkv'):
             raise ValueError(f"iRPE 'on' is a combination of 'q', 'k', 'v' (e.g. 'qkv'); got {on!r}.")
@@ -129,6 +137,8 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
             raise ValueError("iRPE on values exists only in contextual mode (the reference has no bias on v): "
                              "use mode='contextual' or drop 'v' from on.")
         self.ratio = ratio
+        self.kernel = kernel
+        self.num_heads = num_heads
         self.depth = depth
         self.num_prefix_tokens = num_prefix_tokens
         self.scale = head_dim ** -0.5
@@ -203,6 +213,35 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
             for term in terms:
                 total = term if total is None else total + term
         return total
+
+    def offset_ids(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """Buckets of every grid offset for the flex path, (A, 2h−1, 2w−1) each: of query − key (the k tables) and
+        of key − query (the q tables), at key − query offsets (cached by grid and device)."""
+        self.check_sequence(pos, self.num_prefix_tokens)
+
+        def build() -> tuple[torch.Tensor, torch.Tensor]:
+            offsets = grid_offsets(pos.grid_size, pos.device).long()
+            return offset_buckets(self.method, -offsets, self.ratio), offset_buckets(self.method, offsets, self.ratio)
+        return self._cache.get(('flex', pos.grid_size, pos.device), build)
+
+    def flex_bias(self, pos_q: Positions, pos_k: Positions, layer_idx: int) -> tuple[OffsetBias, None] | None:
+        """This layer's bias-mode term as grid-offset tables (self-attention on the grid, kernel permitting)."""
+        if (self.mode != 'bias' or pos_q is not pos_k or not pos_q.has_default_coords
+                or not use_flex(self.kernel, pos_q.num_tokens, self.flex_min_tokens)):
+            return None
+        key_ids, query_ids = self.offset_ids(pos_q)
+        values = prefix = None
+        for table, ids in ((self.lookup_k, key_ids), (self.lookup_q, query_ids)):
+            if table is None:
+                continue
+            for axis in range(ids.shape[0]):
+                layer_table = table[layer_idx, axis].float().expand(self.num_heads, -1)
+                term, extra = layer_table[:, ids[axis]], layer_table[:, -1]
+                values = term if values is None else values + term
+                prefix = extra if prefix is None else prefix + extra
+        if not pos_q.num_prefix_tokens:
+            prefix = torch.zeros_like(prefix)
+        return OffsetBias(pos_q.grid_size, pos_q.num_prefix_tokens, values, prefix), None
 
     @property
     def active_hooks(self) -> frozenset[str]:

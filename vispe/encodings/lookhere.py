@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from itertools import groupby
-from typing import ClassVar, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import torch
 
 from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, Search, closest_suggestion, model_facts
+from vispe.flex_bias import OffsetBias, grid_offsets, kernel_option, use_flex
 from vispe.geometry import Positions, grid_coords, pad_prefix, pairwise_offsets, relative_offsets
 from vispe.registry import ENCODINGS
 
@@ -145,6 +146,10 @@ class LookHere(PositionEncoding):
             A 'zero' head (no distance) has largest penalty 0, so with 'zero' or 'max' it adds nothing, as in the
             reference ('zerotriangles' with fill_with='max' is no encoding at all).
         reference_rounding: round biases to bfloat16 exactly as the reference.
+        kernel: 'auto', 'sdpa' or 'flex'. The flex path (self-attention on the grid, ``reference_rounding=False``)
+            reads per-head tables of grid offsets inside FlexAttention and skips the 128×128 tiles a head cannot
+            see (:mod:`vispe.flex_bias`); no (heads, L, L) bias is built. 'auto' takes it from 1024 tokens, where it
+            was measured faster on the CPU (``benchmarks/flex_vit-s16_cpu1.md``).
 
     In cross-attention (or with explicit coordinates) directions and distances are those from the query's
     coordinates to the key's, and 'center' heads use the keys' grid centre; those tables are built per
@@ -175,11 +180,14 @@ class LookHere(PositionEncoding):
                                      doc="Whether biases are rounded to bfloat16 as the reference's are; numerics "
                                          'only, and the tables are cached per setting, so it may change at test '
                                          'time.'),
+        'kernel': kernel_option(),
     }
+    # From how many tokens 'auto' takes the flex path (measured on one CPU thread, ViT-S/16).
+    flex_min_tokens: ClassVar[int | None] = 1024
 
     def __init__(self, num_heads: int, depth: int, num_prefix_tokens: int = 1, directions: str = 'halves',
                  global_slope: float = 1.0, layer_slopes: Sequence[float] = (1.5, 0.5), distance: str = 'linear',
-                 fill_with: str = 'inf', reference_rounding: bool = False) -> None:
+                 fill_with: str = 'inf', reference_rounding: bool = False, kernel: str = 'auto') -> None:
         super().__init__()
         self.head_names, self.head_directions = head_layout(directions, num_heads)
         self.head_slopes = head_slopes(self.head_names)
@@ -191,6 +199,7 @@ class LookHere(PositionEncoding):
         self.distance = distance
         self.fill_with = fill_with
         self.reference_rounding = reference_rounding
+        self.kernel = kernel
         self._cache = TableCache(max_entries=2)
 
     def layer_slope(self, layer_idx: int) -> float:
@@ -266,8 +275,73 @@ class LookHere(PositionEncoding):
         return pos_q.memo(('lookhere', id(self), id(pos_k), self.distance, self.reference_rounding), build)
 
     def prepare(self, pos: Positions) -> None:
-        if pos.has_default_coords:
+        if pos.has_default_coords and not self.takes_flex(pos):
             self.maps(pos, pos)
+
+    def takes_flex(self, pos: Positions) -> bool:
+        """Whether self-attention on this grid runs the flex path."""
+        return (not self.reference_rounding and pos.has_default_coords
+                and use_flex(self.kernel, pos.num_tokens, self.flex_min_tokens))
+
+    def offset_maps(self, pos: Positions) -> dict[str, Any]:
+        """The grid's tables for the flex path (cached per grid): ``base`` (heads, 2h−1, 2w−1) distance of each
+        offset for 'dist' heads (0 otherwise), ``keys`` (heads, L) distance of each key to the centre for 'center'
+        heads (or None), ``masks`` (heads, 2h−1, 2w−1) bool (or None), ``max`` (heads,) largest penalty base, ``slopes``
+        (heads,) the per-head slopes and ``block_mask`` (FlexAttention's, or None)."""
+        self.check_sequence(pos, self.num_prefix_tokens)
+
+        def build() -> dict[str, Any]:
+            offsets = grid_offsets(pos.grid_size, pos.device)
+            distance = offsets.square().sum(-1).sqrt()
+            if self.distance == 'sqrt':
+                distance = distance.sqrt()
+            elif self.distance == 'square':
+                distance = distance.square()
+            centre = self.centre_distances(grid_coords(pos.grid_size, device=pos.device), pos.grid_size)[0, 0]
+            centre = torch.cat([centre.new_zeros(pos.num_prefix_tokens), centre])
+            kinds = [self.head_kind(spec) for spec in self.head_directions]
+            base = torch.stack([distance if kind == 'dist' else torch.zeros_like(distance) for kind in kinds])
+            keys = torch.stack([centre if kind == 'center' else torch.zeros_like(centre) for kind in kinds])
+            directional = direction_masks(offsets, {token for spec in self.head_directions for token in spec})
+            masks = torch.zeros(base.shape, dtype=torch.bool, device=pos.device)
+            for head, spec in enumerate(self.head_directions):
+                for token in spec:
+                    if token in directional:
+                        masks[head] |= directional[token]
+            largest = torch.maximum(base.amax(dim=(-1, -2)), keys.amax(dim=-1))
+            has_keys = 'center' in kinds
+            has_masks = any(token in directional for spec in self.head_directions for token in spec)
+            maps: dict[str, Any] = dict(base=base, keys=keys if has_keys else None, masks=masks if has_masks else None,
+                                        max=largest, slopes=base.new_tensor(self.head_slopes), block_mask=None)
+            if has_masks and self.fill_with == 'inf':
+                maps['block_mask'] = OffsetBias(pos.grid_size, pos.num_prefix_tokens, base, largest,
+                                                masked=masks).block_mask()
+            return maps
+        key = ('flex', pos.grid_size, pos.num_prefix_tokens, pos.device, self.distance)
+        return self._cache.get(key, build)
+
+    @staticmethod
+    def head_kind(spec: tuple[str, ...]) -> str:
+        """'center', 'zero' (the last undirected token of the head) or 'dist'."""
+        undirected = [token for token in spec if token in ('center', 'zero')]
+        return undirected[-1] if undirected else 'dist'
+
+    def flex_bias(self, pos_q: Positions, pos_k: Positions,
+                  layer_idx: int) -> tuple[OffsetBias, Any] | None:
+        """This layer's bias as grid-offset tables (self-attention on the grid, when :meth:`takes_flex`)."""
+        if pos_q is not pos_k or not self.takes_flex(pos_q):
+            return None
+        maps = self.offset_maps(pos_q)
+        layer_scale = self.global_slope * self.layer_slope(layer_idx)
+        coef = maps['slopes'] * -layer_scale
+        values = maps['base'] * coef[:, None, None]
+        keys = None if maps['keys'] is None else maps['keys'] * coef[:, None]
+        masked = maps['masks'] if self.fill_with == 'inf' else None
+        if maps['masks'] is not None and self.fill_with != 'inf':
+            fill = maps['max'] * coef if self.fill_with == 'max' else torch.zeros_like(coef)
+            values = torch.where(maps['masks'], fill[:, None, None], values)
+        bias = OffsetBias(pos_q.grid_size, pos_q.num_prefix_tokens, values, torch.zeros_like(coef), keys, masked)
+        return bias, maps['block_mask']
 
     def layer_bias(self, pos_q: Positions, layer_idx: int, pos_k: Positions | None = None) -> torch.Tensor:
         """(B'|1, heads, Lq, Lk) float32 bias of one layer (``pos_k`` defaults to ``pos_q``: self-attention)."""
