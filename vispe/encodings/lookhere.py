@@ -217,7 +217,7 @@ class LookHere(PositionEncoding):
         """The tables of one pair of token sets from offsets key − query (B', Lq, Lk, 2) and each key's
         distance to the centre of its image (B'|1, 1|Lq, Lk): ``base`` (K, B', Lq, Lk) distance maps,
         ``kind`` (heads,) index into them, ``masks`` (heads, B', Lq, Lk) bool, ``max`` (heads, B') largest
-        base value per head; prefix rows and columns padded."""
+        base value per head, ``slopes`` (heads, 1) the per-head slopes; prefix rows and columns padded."""
         distance = offsets.square().sum(-1).sqrt()
         if self.distance == 'sqrt':
             distance = distance.sqrt()
@@ -240,7 +240,7 @@ class LookHere(PositionEncoding):
         kind_index = torch.tensor([used.index(kind) for kind in kinds], device=offsets.device)
         return dict(base=pad_prefix(base, num_prefix_q, 0, num_prefix_k), kind=kind_index,
                     masks=pad_prefix(masks, num_prefix_q, False, num_prefix_k),
-                    max=base.amax(dim=(-1, -2))[kind_index])
+                    max=base.amax(dim=(-1, -2))[kind_index], slopes=base.new_tensor(self.head_slopes)[:, None])
 
     def grid_maps(self, grid_size: tuple[int, int], device: torch.device) -> dict[str, torch.Tensor]:
         """The tables of self-attention on a grid (B' = 1)."""
@@ -347,7 +347,7 @@ class LookHere(PositionEncoding):
         """(B'|1, heads, Lq, Lk) float32 bias of one layer (``pos_k`` defaults to ``pos_q``: self-attention)."""
         maps = self.maps(pos_q, pos_q if pos_k is None else pos_k)
         layer_scale = self.global_slope * self.layer_slope(layer_idx)
-        slopes = torch.as_tensor(self.head_slopes, device=maps['base'].device, dtype=maps['base'].dtype)[:, None]
+        slopes = maps['slopes']
         base = maps['base'][0] if maps['base'].shape[0] == 1 else maps['base'][maps['kind']]
         if self.fill_with == 'inf':
             fill = torch.full_like(maps['max'], MASKED_PENALTY)
