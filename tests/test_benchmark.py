@@ -21,14 +21,16 @@ def test_model_benchmark(repo_root, tmp_path) -> None:
                            '--memory', sizes=('48',))
     assert result.returncode == 0, result.stderr
     rows = json.loads((tmp_path / 'b.json').read_text())['rows']
-    assert [row['model'] for row in rows] == ['timm (plain ViT)', 'NoPE', 'RoPEAxial', 'LookHere']
-    assert all(row['ratio_NoPE'] > 0 and row['peak_bytes'] > 0 for row in rows)
-    assert rows[-1]['tables_bytes'] > 0 and rows[1]['tables_bytes'] == 0
-    assert (tmp_path / 'b.csv').read_text().startswith('size,model,seconds')
-    nope_params, lookhere_params = rows[1]['params'], rows[-1]['params']
+    assert [row['model'] for row in rows] == ['timm (plain ViT)', 'timm (plain ViT) control', 'NoPE', 'RoPEAxial',
+                                             'LookHere']
+    assert all(row['ratio_NoPE'] > 0 and row['peak_bytes'] > 0 and row['pass'] == 'forward' for row in rows)
+    assert rows[-1]['tables_bytes'] > 0 and rows[2]['tables_bytes'] == 0
+    assert rows[0]['ratio_timm (plain ViT)'] == rows[0]['ratio_timm (plain ViT)_high'] == 1.0
+    assert (tmp_path / 'b.csv').read_text().startswith('size,model,pass,seconds')
+    nope_params, lookhere_params = rows[2]['params'], rows[-1]['params']
     assert nope_params == lookhere_params and rows[0]['params'] > nope_params  # timm's APE table
     markdown = (tmp_path / 'b.md').read_text().splitlines()
-    assert markdown[2].startswith('`python tools/benchmark.py') and markdown[4].startswith('| size | model | ms |')
+    assert markdown[2].startswith('`python tools/benchmark.py') and markdown[4].startswith('| size | pass | model |')
     assert len([line for line in markdown if line.startswith('| 48 |')]) == len(rows)
 
 
@@ -38,7 +40,18 @@ def test_forward_backward_benchmark(repo_root, tmp_path) -> None:
     assert result.returncode == 0, result.stderr
     assert 'forward + backward' in result.stdout
     rows = json.loads((tmp_path / 'b.json').read_text())['rows']
-    assert rows[-1]['params'] > rows[1]['params']  # RoPEMixed learns its frequencies
+    assert rows[-1]['params'] > rows[2]['params']  # RoPEMixed learns its frequencies
+    both = run_benchmark(repo_root, tmp_path, '--encodings', 'RoPEAxial', '--passes', 'forward', 'backward',
+                         '--repeats', '2', sizes=('32',))
+    assert both.returncode == 0, both.stderr
+    rows = json.loads((tmp_path / 'b.json').read_text())['rows']
+    assert [row['pass'] for row in rows] == ['forward'] * 4 + ['forward + backward'] * 4
+    assert all(len(row['samples']) == 2 and row['ratio_NoPE_high'] >= row['ratio_NoPE'] for row in rows)
+    compiled = run_benchmark(repo_root, tmp_path, '--encodings', 'none', '--compile', sizes=('32',))
+    assert compiled.returncode == 0, compiled.stderr
+    assert '(torch.compile)' in compiled.stdout and len(json.loads((tmp_path / 'b.json').read_text())['rows']) == 3
+    clash = run_benchmark(repo_root, tmp_path, '--backward', '--passes', 'forward', sizes=('32',))
+    assert clash.returncode != 0 and 'the same as --passes backward' in clash.stderr
     layer = run_benchmark(repo_root, tmp_path, '--layer', '--backward', sizes=('32',))
     assert layer.returncode == 0, layer.stderr
 

@@ -8,11 +8,15 @@ no encoding ("plain SDPA") and, for ComRoPE, a dense formulation that materialis
 per token as the reference code does.
 
 With ``--backward`` each step is a forward and a backward pass (sum of the logits, gradients of
-every parameter), the cost of a training step without the optimizer. "params" counts each model's
-parameters, so an encoding's own parameters are its difference to the NoPE row.
+every parameter), the cost of a training step without the optimizer; ``--passes forward backward`` times
+both, as rows beside each other. ``--compile`` runs every model, the baselines included, through
+``torch.compile`` (timed after its warm-up compiles). "params" counts each model's parameters, so an
+encoding's own parameters are its difference to the NoPE row.
 
 Timings are medians of interleaved repeats (every model once per round), so slow drifts of a shared
-machine hit all of them alike. Peak memory: on CUDA, ``max_memory_allocated`` of one forward; on the
+machine hit all of them alike. In model mode a ratio is the median over rounds of the model's time over
+the baseline's in the same round, with the highest round's ratio in brackets (its upper spread), and a
+control row (a second plain timm ViT, timed as a model) shows the spread of the run itself. Peak memory: on CUDA, ``max_memory_allocated`` of one forward; on the
 CPU with ``--memory``, each model and size runs once more in a fresh process whose peak resident
 memory (Linux ``VmHWM``, reset before the forward) is measured over its resident memory before the
 forward. "tables MB" sums the grid tables an encoding keeps cached after the forwards.
@@ -20,6 +24,7 @@ forward. "tables MB" sums the grid tables an encoding keeps cached after the for
     python tools/benchmark.py --arch vit_small_patch16_224 --encodings all --sizes 224 512 --batch 8
     python tools/benchmark.py --layer --sizes 224 --batch 8 --threads 1
     python tools/benchmark.py --encodings RoPEMixed LookHere --sizes 224 --backward --out benchmarks/train
+    python tools/benchmark.py --encodings RoPEAxial --sizes 224 --passes forward backward --compile
 
 Detector mode (``--detectors``): multi-view 3D detector configs (PETR / 3DPPE), each model's inference forward
 on synthetic images and one fixed rig, its ratio to the first config's ("no 3D PE") and the encoding's share of
@@ -52,6 +57,7 @@ import ctypes
 import io
 import json
 import shlex
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +77,10 @@ from vispe.engine.benchmark_points import POINT_ENCODINGS, decoder_training_peak
 from vispe.engine.benchmark_views import DEPTH, EMBED_DIM, NUM_HEADS, view_layout, view_stack_runs
 from vispe.geometry import Positions
 
-VIT_ONLY = ('--arch', '--encodings', '--configs', '--timm-models', '--layer', '--memory', '--backward')
+VIT_ONLY = ('--arch', '--encodings', '--configs', '--timm-models', '--layer', '--memory', '--backward', '--passes',
+            '--compile')
+PASS_NAMES = {'forward': 'forward', 'backward': 'forward + backward'}
+CONTROL = 'timm (plain ViT) control'
 
 
 def parse_args() -> argparse.Namespace:
@@ -105,6 +114,11 @@ def parse_args() -> argparse.Namespace:
                         help='benchmark GTA over V views of HxW tokens (e.g. 2x14x14 4x32x32)')
     parser.add_argument('--memory', action='store_true', help='CPU: measure peak memory in fresh processes')
     parser.add_argument('--backward', action='store_true', help='time forward + backward instead of forward only')
+    parser.add_argument('--passes', nargs='+', choices=tuple(PASS_NAMES), default=None,
+                        help="ViT and layer modes: which passes to time, as rows beside each other ('forward', "
+                             "'backward' = forward + backward; default: forward, or backward with --backward)")
+    parser.add_argument('--compile', action='store_true',
+                        help='ViT mode: torch.compile every model, the baselines included')
     parser.add_argument('--note', default=None, help='a line for the report, e.g. that the machine was shared')
     parser.add_argument('--out', type=Path, default=None,
                         help='write <out>.csv, <out>.json and <out>.md (detectors: <out>.json and <out>.md)')
@@ -126,6 +140,14 @@ def parse_args() -> argparse.Namespace:
         if args.views is not None:
             raise InvalidArgument('--views', args.views, 'counts the cameras of --detectors', 'leave it out of the ViT '
                                                                                               'and layer benchmarks')
+        if args.passes is None:
+            args.passes = ['backward'] if args.backward else ['forward']
+        elif args.backward:
+            raise InvalidArgument('--backward', True, 'is the same as --passes backward', 'give one of them')
+        check_distinct('--passes', args.passes)
+        if args.compile and args.layer:
+            raise InvalidArgument('--compile', True, 'compiles the ViT models of model mode',
+                                  'leave it out of --layer')
         args.arch = args.arch or 'vit_small_patch16_224'
         args.encodings = args.encodings or ['all']
         args.sizes = args.sizes or [224, 512]
@@ -190,15 +212,15 @@ def step(model: torch.nn.Module, images: torch.Tensor, backward: bool) -> None:
     model(images).float().sum().backward()
 
 
-def model_runs(args: argparse.Namespace, size: int, device: torch.device,
-               models: dict[str, torch.nn.Module]) -> dict[str, Callable[[], object]]:
+def model_runs(args: argparse.Namespace, size: int, device: torch.device, models: dict[str, torch.nn.Module],
+               backward: bool) -> dict[str, Callable[[], object]]:
     images = torch.randn(args.batch, 3, size, size, device=device)
-    return {label: (lambda model=model: step(model, images, args.backward)) for label, model in models.items()}
+    return {label: (lambda model=model: step(model, images, backward)) for label, model in models.items()}
 
 
 def model_specs(args: argparse.Namespace) -> dict[str, dict | str]:
     """label -> what to build: an encoding config, or the name of a timm model."""
-    specs: dict[str, dict | str] = {'timm (plain ViT)': args.arch, 'NoPE': {'type': 'NoPE'}}
+    specs: dict[str, dict | str] = {'timm (plain ViT)': args.arch, CONTROL: args.arch, 'NoPE': {'type': 'NoPE'}}
     for name in args.timm_models:
         specs[f'timm {name}'] = name
     patch = vispe.create_vit(args.arch, encoding='NoPE').patch_embed.patch_size[0]
@@ -219,8 +241,10 @@ def build_model(arch: str, spec: dict | str) -> torch.nn.Module:
 
 
 def build_models(args: argparse.Namespace, device: torch.device) -> dict[str, torch.nn.Module]:
+    """Every model in eval mode on the device; with ``--compile`` each wrapped by ``torch.compile``."""
     torch.manual_seed(0)
-    return {label: build_model(args.arch, spec).to(device).eval() for label, spec in model_specs(args).items()}
+    models = {label: build_model(args.arch, spec).to(device).eval() for label, spec in model_specs(args).items()}
+    return {label: torch.compile(model) for label, model in models.items()} if args.compile else models
 
 
 def cached_table_bytes(model: torch.nn.Module) -> int:
@@ -248,8 +272,8 @@ def probe_memory(request: str) -> None:
     print(json.dumps(dict(peak_bytes=(_proc_status_kb('VmHWM') - before) * 1024)))
 
 
-def measure_memory_in_subprocess(args: argparse.Namespace, spec: dict | str, size: int) -> float:
-    request = json.dumps(dict(arch=args.arch, spec=spec, size=size, batch=args.batch, backward=args.backward))
+def measure_memory_in_subprocess(args: argparse.Namespace, spec: dict | str, size: int, backward: bool) -> float:
+    request = json.dumps(dict(arch=args.arch, spec=spec, size=size, batch=args.batch, backward=backward))
     command = [sys.executable, __file__, '--probe', request]
     if args.threads:
         command += ['--threads', str(args.threads)]
@@ -277,7 +301,8 @@ class DenseComRoPE(PositionEncoding):
         return (dense @ q.unsqueeze(-1)).squeeze(-1), (dense @ k.unsqueeze(-1)).squeeze(-1)
 
 
-def layer_runs(args: argparse.Namespace, size: int, device: torch.device) -> dict[str, Callable[[], object]]:
+def layer_runs(args: argparse.Namespace, size: int, device: torch.device,
+               backward: bool) -> dict[str, Callable[[], object]]:
     """One attention layer of the architecture (qkv, rotation, SDPA, projection), tables built per call."""
     probe = vispe.create_vit(args.arch, encoding='NoPE')
     attention = probe.blocks[0].attn.to(device).eval()
@@ -295,7 +320,7 @@ def layer_runs(args: argparse.Namespace, size: int, device: torch.device) -> dic
         if isinstance(encoding, ComRoPE):
             dense = DenseComRoPE(encoding)
             runs[f'{label} dense d×d'] = lambda dense=dense: attention(x, Positions(grid, 1, device=device), dense, 0)
-    if args.backward:
+    if backward:
         x.requires_grad_(True)
         return {label: (lambda run=run: run().sum().backward()) for label, run in runs.items()}
     return {label: (lambda run=run: torch.inference_mode()(run)()) for label, run in runs.items()}
@@ -308,10 +333,10 @@ def table_cells(rows: list[dict], baselines: list[str]) -> list[list[str]]:
 
     def millions(value: int | None) -> str:
         return '-' if value is None else f'{value / 1e6:.3f}M'
-    lines = [['size', 'model', 'ms', *[f'x {b}' for b in baselines], 'peak MB', 'tables MB', 'params']]
+    lines = [['size', 'pass', 'model', 'ms', *[f'x {b}' for b in baselines], 'peak MB', 'tables MB', 'params']]
     for row in rows:
-        lines.append([str(row['size']), row['model'], f"{row['seconds'] * 1e3:.1f}",
-                      *[f"{row[f'ratio_{b}']:.3f}" for b in baselines],
+        lines.append([str(row['size']), row['pass'], row['model'], f"{row['seconds'] * 1e3:.1f}",
+                      *[f"{row[f'ratio_{b}']:.3f} ({row[f'ratio_{b}_high']:.3f})" for b in baselines],
                       megabytes(row['peak_bytes']), megabytes(row.get('tables_bytes')), millions(row.get('params'))])
     return lines
 
@@ -395,6 +420,27 @@ def run_view_stack(args: argparse.Namespace, device: torch.device, command: str)
     report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells)
 
 
+def size_rows(args: argparse.Namespace, size: int, pass_name: str, results: dict[str, dict], baselines: list[str],
+              models: dict[str, torch.nn.Module] | None, specs: dict[str, dict | str] | None,
+              device: torch.device) -> list[dict]:
+    """One row per model of one size and pass: times, per-round ratios to each baseline (median and highest),
+    cached tables, parameters and (``--memory`` on the CPU) peak memory."""
+    rows = []
+    for label, result in results.items():
+        row = dict(size=size, model=label, **{'pass': PASS_NAMES[pass_name]}, **result)
+        if models is not None:
+            row['tables_bytes'] = cached_table_bytes(models[label])
+            row['params'] = sum(p.numel() for p in models[label].parameters())
+            if args.memory and device.type == 'cpu':
+                row['peak_bytes'] = measure_memory_in_subprocess(args, specs[label], size, pass_name == 'backward')
+        for baseline in baselines:
+            ratios = [seconds / base for seconds, base in zip(result['samples'], results[baseline]['samples'])]
+            row[f'ratio_{baseline}'] = statistics.median(ratios)
+            row[f'ratio_{baseline}_high'] = max(ratios)
+        rows.append(row)
+    return rows
+
+
 def main() -> int:
     args = parse_args()
     if args.threads:
@@ -418,21 +464,17 @@ def main() -> int:
     specs = None if args.layer else model_specs(args)
     rows = []
     for size in args.sizes:
-        runs = layer_runs(args, size, device) if args.layer else model_runs(args, size, device, models)
-        results = measure(runs, device, args.repeats, args.warmup)
-        for label, result in results.items():
-            row = dict(size=size, model=label, **result)
-            if models is not None:
-                row['tables_bytes'] = cached_table_bytes(models[label])
-                row['params'] = sum(p.numel() for p in models[label].parameters())
-                if args.memory and device.type == 'cpu':
-                    row['peak_bytes'] = measure_memory_in_subprocess(args, specs[label], size)
-            for baseline in baselines:
-                row[f'ratio_{baseline}'] = result['seconds'] / results[baseline]['seconds']
-            rows.append(row)
-    what = 'attention layer' if args.layer else args.arch
-    title = (f"{what}, {'forward + backward' if args.backward else 'forward'}, batch {args.batch}, {args.device}, "
-             f'{torch.get_num_threads()} threads, torch {torch.__version__}, median of {args.repeats} interleaved repeats')
+        for pass_name in args.passes:
+            backward = pass_name == 'backward'
+            runs = (layer_runs(args, size, device, backward) if args.layer
+                    else model_runs(args, size, device, models, backward))
+            rows += size_rows(args, size, pass_name, measure(runs, device, args.repeats, args.warmup), baselines,
+                              models, specs, device)
+    what = 'attention layer' if args.layer else args.arch + (' (torch.compile)' if args.compile else '')
+    passes = ' and '.join(PASS_NAMES[name] for name in args.passes)
+    title = (f"{what}, {passes}, batch {args.batch}, {args.device}, {torch.get_num_threads()} threads, torch "
+             f'{torch.__version__}, median of {args.repeats} interleaved repeats; x: median of the per-round ratios '
+             f'(highest round)')
     cells = table_cells(rows, baselines)
     print(title)
     print(aligned_table(cells))

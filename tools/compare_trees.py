@@ -66,12 +66,14 @@ def run_once(tree: Path, env: dict[str, str], benchmark_args: list[str], out: Pa
     return json.loads(out.with_suffix('.json').read_text())['rows']
 
 
-def median_ratios(rounds: list[list[dict]]) -> dict[tuple[int, str], float]:
-    """(size, model) -> median over rounds of its time over timm's in the same process."""
-    ratios: dict[tuple[int, str], list[float]] = {}
+def median_ratios(rounds: list[list[dict]]) -> dict[tuple[int, str, str], float]:
+    """(size, pass, model) -> median over rounds of its time over timm's in the same process (rows of a tree whose
+    benchmark has no passes are forward passes)."""
+    ratios: dict[tuple[int, str, str], list[float]] = {}
     for rows in rounds:
         for row in rows:
-            ratios.setdefault((row['size'], row['model']), []).append(row[f'ratio_{BASELINE}'])
+            key = (row['size'], row.get('pass', 'forward'), row['model'])
+            ratios.setdefault(key, []).append(row[f'ratio_{BASELINE}'])
     return {key: statistics.median(values) for key, values in ratios.items()}
 
 
@@ -86,11 +88,11 @@ def main() -> int:
                 rounds[name].append(run_once(tree, envs[name], benchmark_args, Path(scratch) / f'{name}{index}'))
                 print(f'round {index + 1}/{args.rounds}: {name} done', file=sys.stderr)
     before, after = median_ratios(rounds['before']), median_ratios(rounds['after'])
-    lines = [['size', 'model', f'x timm before', f'x timm after', 'change']]
+    lines = [['size', 'pass', 'model', 'x timm before', 'x timm after', 'change']]
     for key in sorted(before.keys() & after.keys()):
-        if key[1] == BASELINE:
+        if key[2] == BASELINE:
             continue
-        lines.append([str(key[0]), key[1], f'{before[key]:.3f}', f'{after[key]:.3f}',
+        lines.append([str(key[0]), key[1], key[2], f'{before[key]:.3f}', f'{after[key]:.3f}',
                       f'{after[key] / before[key] - 1:+.1%}'])
     command = shlex.join(['python', 'tools/compare_trees.py', *sys.argv[1:]])
     header = f'median over {args.rounds} interleaved rounds of each model\'s time / timm\'s in the same process'

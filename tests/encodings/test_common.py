@@ -30,6 +30,18 @@ def test_output_shape_at_square_non_square_and_line_grids(config) -> None:
 
 
 @pytest.mark.parametrize('config', EXAMPLES, ids=IDS)
+def test_training_after_inference_mode_evaluation(config) -> None:
+    """Tables cached under torch.inference_mode are not reused where autograd runs (they cannot be saved for
+    backward): evaluate, then train on the same grid."""
+    vit = tiny_vit(config)
+    images = torch.randn(2, 3, 24, 40)
+    with torch.inference_mode():
+        vit(images)
+    vit.train()(images).sum().backward()
+    assert all(parameter.grad is not None for parameter in vit.blocks.parameters())
+
+
+@pytest.mark.parametrize('config', EXAMPLES, ids=IDS)
 def test_gradients_reach_every_encoding_parameter(config) -> None:
     vit = tiny_vit(config).train()
     vit.forward_features(torch.randn(2, 3, 24, 40)).square().mean().backward()

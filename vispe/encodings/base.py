@@ -379,6 +379,8 @@ class TableCache:
         model the table is built in the traced code instead, so the graph holds no state from outside."""
         if self.tracing():
             return build()
+        # Tables built under torch.inference_mode cannot enter autograd: they are kept apart from the others.
+        key = (key, torch.is_inference_mode_enabled())
         if key in self._tables:
             self._tables.move_to_end(key)
             return self._tables[key]

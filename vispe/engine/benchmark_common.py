@@ -40,7 +40,8 @@ def measure(runs: Mapping[str, Callable[[], object]], device: torch.device, repe
             run's calls; the median of each over the timed calls is returned as ``'<name>_seconds'``.
 
     Returns:
-        label -> ``dict(seconds, peak_bytes (NaN off CUDA), <name>_seconds...)``.
+        label -> ``dict(seconds, samples (the seconds of each round, in order), peak_bytes (NaN off CUDA),
+        <name>_seconds...)``.
     """
     sections = sections or {}
     times: dict[str, list[float]] = {label: [] for label in runs}
@@ -67,7 +68,7 @@ def measure(runs: Mapping[str, Callable[[], object]], device: torch.device, repe
             if take is not None:
                 for name, seconds in take().items():
                     parts[label].setdefault(name, []).append(seconds)
-    return {label: dict(seconds=statistics.median(values), peak_bytes=peaks.get(label, float('nan')),
+    return {label: dict(seconds=statistics.median(values), samples=values, peak_bytes=peaks.get(label, float('nan')),
                         **{f'{name}_seconds': statistics.median(seconds) for name, seconds in parts[label].items()})
             for label, values in times.items()}
 
