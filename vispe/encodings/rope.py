@@ -9,7 +9,7 @@ from torch import nn
 
 from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, Search, model_fact, model_facts
-from vispe.encodings.rotary import angles_to_cis, rotate_pairs, with_identity_prefix, xy_positions
+from vispe.encodings.rotary import angles_to_cis, rotate_pairs, rotation_ndim, with_identity_prefix, xy_positions
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
@@ -86,7 +86,7 @@ class RoPEAxial(PositionEncoding):
     def head_table(self, pos: Positions) -> torch.Tensor:
         """The table broadcastable against (B, heads, N, d/2): (N, d/2) or (B, 1, N, d/2)."""
         cis = self.table(pos)
-        return cis.unsqueeze(1) if cis.ndim == 3 else cis
+        return cis.unsqueeze(1) if rotation_ndim(cis) == 3 else cis
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
