@@ -16,8 +16,9 @@ encoding's own parameters are its difference to the NoPE row.
 Timings are medians of interleaved repeats (every model once per round), so slow drifts of a shared
 machine hit all of them alike. In model mode a ratio is the median over rounds of the model's time over
 the baseline's in the same round, with the highest round's ratio in brackets (its upper spread), and a
-control row (a second plain timm ViT, timed as a model) shows the spread of the run itself. Peak memory: on CUDA, ``max_memory_allocated`` of one forward; on the
-CPU with ``--memory``, each model and size runs once more in a fresh process whose peak resident
+control row (a second plain timm ViT, timed as a model) shows the spread of the run itself. Peak memory: on
+CUDA, ``max_memory_allocated`` of one forward; on the CPU with ``--memory``, each model and size runs twice
+more in a fresh process (a warm-up step, then the measured one) whose peak resident
 memory (Linux ``VmHWM``, reset before the forward) is measured over its resident memory before the
 forward. "tables MB" sums the grid tables an encoding keeps cached after the forwards.
 
@@ -261,10 +262,12 @@ def _proc_status_kb(field: str) -> int:
 
 
 def probe_memory(request: str) -> None:
-    """In a fresh process: peak resident bytes of one step above the resident bytes before it."""
+    """In a fresh process: peak resident bytes of one step above the resident bytes before it, after a warm-up step
+    (so that a kernel compiled on first use, FlexAttention's, is not counted; cached tables are in 'tables MB')."""
     spec = json.loads(request)
     model = build_model(spec['arch'], spec['spec']).eval()
     images = torch.randn(spec['batch'], 3, spec['size'], spec['size'])
+    step(model, images, spec['backward'])
     ctypes.CDLL('libc.so.6').malloc_trim(0)
     before = _proc_status_kb('VmRSS')
     Path('/proc/self/clear_refs').write_text('5')
