@@ -187,7 +187,8 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
         return pos_q.memo(('irpe', id(self), id(pos_k)), build)
 
     def prepare(self, pos: Positions) -> None:
-        if pos.has_default_coords:
+        flex = self.mode == 'bias' and use_flex(self.kernel, pos.num_tokens, self.flex_min_tokens)
+        if pos.has_default_coords and not flex:
             self.bucket_ids(pos)
 
     def _logit_term(self, table: torch.Tensor, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
