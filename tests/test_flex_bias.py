@@ -88,7 +88,7 @@ def test_flex_kernel_skips_masked_tiles_and_matches_sdpa() -> None:
 
 
 def test_auto_kernel_takes_flex_only_where_measured_faster() -> None:
-    small, large = Positions((14, 14), 1), Positions((32, 32), 1)
+    small, large = Positions((32, 32), 1), Positions((48, 48), 1)
     lookhere = LookHere(num_heads=4, depth=1)
     assert lookhere.flex_bias(small, small, 0) is None and lookhere.flex_bias(large, large, 0) is not None
     lookhere.kernel = 'sdpa'

@@ -29,7 +29,7 @@ class ALiBi2D(PositionEncoding):
 
     ``kernel='flex'`` runs self-attention on the grid through FlexAttention with the bias read from a
     (heads, 2h−1, 2w−1) table of offsets (:mod:`vispe.flex_bias`): no (heads, L, L) tensor. 'auto' keeps SDPA, which
-    was faster on the CPU at every size measured (``benchmarks/flex_vit-s16_cpu1.md``).
+    was faster on the CPU at every size measured (``benchmarks/flex_1024_vit-s16_cpu1.md``).
 
     Args:
         num_heads, num_prefix_tokens: from the model.
@@ -49,7 +49,7 @@ class ALiBi2D(PositionEncoding):
                                      'forward, so it may change at test time.'),
         'kernel': kernel_option(),
     }
-    # From how many tokens 'auto' takes the flex path (None: never; SDPA was faster on the CPU at 197-4097 tokens).
+    # From how many tokens 'auto' takes the flex path (None: never; SDPA was faster on the CPU at 197 and 4097 tokens).
     flex_min_tokens: ClassVar[int | None] = None
 
     def __init__(self, num_heads: int, num_prefix_tokens: int = 1, distance_scale: float = 1.0,

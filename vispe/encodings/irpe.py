@@ -98,7 +98,7 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
         kernel: 'auto', 'sdpa' or 'flex'. In bias mode the flex path (self-attention on the grid) reads each
             layer's bias from a (heads, 2h−1, 2w−1) table of offsets inside FlexAttention (:mod:`vispe.flex_bias`);
             no (heads, L, L) bias is built. 'auto' keeps SDPA, faster on the CPU at every size measured
-            (``benchmarks/flex_vit-s16_cpu1.md``). Contextual mode always runs SDPA.
+            (``benchmarks/flex_1024_vit-s16_cpu1.md``). Contextual mode always runs SDPA.
 
     Shapes: logits_bias -> (B|1, heads|1, L, L); transform_out (B, heads, L, d) -> same.
     """
@@ -123,7 +123,7 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
                                          'number of buckets, so it shapes the tables.'),
         'kernel': kernel_option(),
     }
-    # From how many tokens 'auto' takes the flex path (None: never; SDPA was faster on the CPU at 197-4097 tokens).
+    # From how many tokens 'auto' takes the flex path (None: never; SDPA was faster on the CPU at 197 and 4097 tokens).
     flex_min_tokens: ClassVar[int | None] = None
 
     def __init__(self, head_dim: int, num_heads: int, depth: int, num_prefix_tokens: int = 1,

@@ -148,8 +148,9 @@ class LookHere(PositionEncoding):
         reference_rounding: round biases to bfloat16 exactly as the reference.
         kernel: 'auto', 'sdpa' or 'flex'. The flex path (self-attention on the grid, ``reference_rounding=False``)
             reads per-head tables of grid offsets inside FlexAttention and skips the 128×128 tiles a head cannot
-            see (:mod:`vispe.flex_bias`); no (heads, L, L) bias is built. 'auto' takes it from 1024 tokens, where it
-            was measured faster on the CPU (``benchmarks/flex_vit-s16_cpu1.md``).
+            see (:mod:`vispe.flex_bias`); no (heads, L, L) bias is built. 'auto' takes it from 2048 tokens: on the
+            CPU it was slower than SDPA at 512 px and faster at 1024 px (``benchmarks/flex_1024_vit-s16_cpu1.md``,
+            ``benchmarks/perf_512_vit-s16_cpu1.md``).
 
     In cross-attention (or with explicit coordinates) directions and distances are those from the query's
     coordinates to the key's, and 'center' heads use the keys' grid centre; those tables are built per
@@ -182,8 +183,9 @@ class LookHere(PositionEncoding):
                                          'time.'),
         'kernel': kernel_option(),
     }
-    # From how many tokens 'auto' takes the flex path (measured on one CPU thread, ViT-S/16).
-    flex_min_tokens: ClassVar[int | None] = 1024
+    # From how many tokens 'auto' takes the flex path (ViT-S/16 on one CPU thread: slower than SDPA at 1025 tokens,
+    # 512 px; faster at 4097, 1024 px).
+    flex_min_tokens: ClassVar[int | None] = 2048
 
     def __init__(self, num_heads: int, depth: int, num_prefix_tokens: int = 1, directions: str = 'halves',
                  global_slope: float = 1.0, layer_slopes: Sequence[float] = (1.5, 0.5), distance: str = 'linear',
