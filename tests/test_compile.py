@@ -1,5 +1,6 @@
 """A ViT with any 2D encoding traces whole: torch.compile sees no graph break (no host synchronisation, no
-Python branch on tensor values, no cached state read while tracing) and torch.export gives the same logits."""
+Python branch on tensor values, no cached state read while tracing), torch.export gives the same logits, and
+the ONNX file of torch.onnx's exporter gives them in onnxruntime."""
 from __future__ import annotations
 
 import warnings
@@ -40,13 +41,36 @@ def test_compile_sees_one_graph(encoding) -> None:
     assert explained.graph_break_count == 0, reasons
 
 
-@pytest.mark.parametrize('encoding', [dict(type='RoPEMixed'), dict(type='iRPE', on='qkv'), dict(type='LookHere')],
-                         ids=lambda cfg: cfg['type'])
+@pytest.mark.parametrize('encoding', [dict(type='RoPEMixed'), dict(type='iRPE', on='qkv'), dict(type='LookHere'),
+                                      dict(type='ComRoPE', variant='LD', block_size=4)], ids=lambda cfg: cfg['type'])
 def test_export_gives_the_same_logits(encoding) -> None:
     vit = small_vit(encoding)
     images = torch.randn(2, 3, 32, 40)
     exported = torch.export.export(vit, (images,), strict=False)
     assert max_diff(exported.module()(images), vit(images)) <= 1e-5
+
+
+def first_examples() -> list[dict]:
+    """The first example configuration of every image encoding, and ComRoPE's block rotation (b = 4)."""
+    examples = [dict(type=info.name, **vispe.registry.ENCODINGS.get(info.name).examples[0])
+                for info in vispe.list_encodings(image_only=True)]
+    return [*examples, dict(type='ComRoPE', variant='LD', block_size=4)]
+
+
+@pytest.mark.parametrize('encoding', first_examples(), ids=example_id)
+def test_onnx_export_runs_in_onnxruntime(encoding, tmp_path) -> None:
+    """torch.onnx (dynamo) writes the ViT and onnxruntime gives its logits. ComRoPE with b > 2 cannot: its rotation
+    needs an eigendecomposition (or matrix exponential) of the learned generators, which ONNX has no operator for."""
+    from vispe.export import export_onnx, run_onnx
+    vit = small_vit(encoding)
+    images = torch.randn(2, 3, 32, 40)
+    if encoding.get('block_size', 2) > 2:
+        with pytest.raises(torch.onnx.errors.OnnxExporterError, match='linalg_eigh'):
+            export_onnx(vit, (images,), tmp_path / 'vit.onnx')
+        return
+    path = export_onnx(vit, (images,), tmp_path / 'vit.onnx')
+    with torch.no_grad():
+        assert max_diff(torch.from_numpy(run_onnx(path, [images])[0]), vit(images)) <= 1e-5
 
 
 @pytest.mark.parametrize('encoding', [dict(type='RoPEAxial'), dict(type='PEG'), dict(type='LearnedAPE')],

@@ -31,7 +31,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding
+from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, model_fact
 from vispe.encodings.rotary import angles_to_cis, rotate_pairs
 from vispe.geometry import Positions
@@ -61,6 +61,14 @@ def repeat_block(matrices: torch.Tensor, count: int) -> torch.Tensor:
     eye = torch.eye(count, dtype=matrices.dtype, device=matrices.device)
     blocks = torch.einsum('ij,...ac->...iajc', eye, matrices)
     return blocks.reshape(*matrices.shape[:-2], 4 * count, 4 * count)
+
+
+def inverse_rotations(cis: torch.Tensor) -> torch.Tensor:
+    """The inverse of rotation tables: the complex conjugate, or (cos, −sin) in the real form (..., 2) that the tables
+    take while a model is traced (:func:`~vispe.encodings.rotary.angles_to_cis`)."""
+    if cis.is_complex():
+        return cis.conj()
+    return torch.stack([cis[..., 0], -cis[..., 1]], dim=-1)
 
 
 def rotate_pairs_into(target: torch.Tensor, source: torch.Tensor, cis: torch.Tensor) -> None:
@@ -166,38 +174,56 @@ class GTA(PositionEncoding):
 
     def tables(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """This forward's (E, P, cis) of one token set: extrinsics and their inverses (B, V, 4, 4), and the
-        SO(2) rotations (N, 2F) or (B, N, 2F) complex (None without SO(2) channels)."""
+        SO(2) rotations (N, 2F) or, for per-sample coordinates, (B, 1, N, 2F) complex, broadcasting over the heads
+        (None without SO(2) channels; while a model is traced, the real form with a trailing (cos, sin) axis)."""
         def build() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
             self._views(pos)
-            cis = angles_to_cis(so2_angles(self.image_coords(pos), self.so2_freqs, self.max_freq)) \
-                if self.so2_freqs else None
+            cis = None
+            if self.so2_freqs:
+                angles = so2_angles(self.image_coords(pos), self.so2_freqs, self.max_freq)
+                # The head axis goes on the angles, so the table needs no reshape in either form.
+                cis = angles_to_cis(angles.unsqueeze(1) if angles.ndim == 3 else angles)
             return pos.cameras.extrinsics, pos.cameras.cam2lidar, cis
         return pos.memo(('gta', id(self)), build)
 
     def prepare(self, pos: Positions) -> None:
         self.tables(pos)
 
+    @staticmethod
+    def _se3_blocks(channels: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        """channels (B, heads, N, se3) of V views' tokens (view-major) with each 4-channel block right-multiplied by
+        its view's ``right`` (B, V, 4, 4), in float32."""
+        # All 4-channel blocks of a view share its matrix: one (tokens x se3) @ kron(I, M) product per sample, head
+        # and view (a per-view block-diagonal, never per token), about twice as fast on the CPU as batched 4 x 4
+        # products.
+        blocks = channels.float().unflatten(2, (right.shape[1], -1))
+        return (blocks @ repeat_block(right, channels.shape[-1] // 4)[:, None]).flatten(2, 3)
+
     def _transform(self, x: torch.Tensor, pos: Positions, right: torch.Tensor,
                    cis: torch.Tensor | None) -> torch.Tensor:
         """x (B, heads, prefix + N, d) with each view's SE(3) blocks right-multiplied by ``right`` (B, V, 4, 4)
-        (row-vector form) and the SO(2) pairs rotated by ``cis``, written into one new tensor."""
+        (row-vector form) and the SO(2) pairs rotated by ``cis``, written into one new tensor (concatenated from its
+        parts while a model is traced: exporters translate writes into slices of a new tensor unreliably)."""
         prefix, triv, se3 = pos.num_prefix_tokens, self.triv_dim, self.se3_dim
+        tokens = x[..., prefix:, :]
+        if TableCache.tracing():
+            parts = [tokens[..., :triv]] if triv else []
+            if se3:
+                parts.append(self._se3_blocks(tokens[..., triv:triv + se3], right).to(x.dtype))
+            if cis is not None:
+                parts.append(rotate_pairs(tokens[..., triv + se3:self.head_dim], cis))
+            transformed = torch.cat(parts, dim=-1)
+            return torch.cat([x[..., :prefix, :], transformed], dim=-2) if prefix else transformed
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         if prefix:
             out[..., :prefix, :] = x[..., :prefix, :]
-        tokens, target = x[..., prefix:, :], out[..., prefix:, :]
+        target = out[..., prefix:, :]
         if triv:
             target[..., :triv] = tokens[..., :triv]
         if se3:
-            views = right.shape[1]
-            # All 4-channel blocks of a view share its matrix: one (tokens x se3) @ kron(I, M) product per sample,
-            # head and view (a per-view block-diagonal, never per token), about twice as fast on the CPU as
-            # batched 4 x 4 products.
-            blocks = tokens[..., triv:triv + se3].float().unflatten(2, (views, -1))
-            target[..., triv:triv + se3] = (blocks @ repeat_block(right, se3 // 4)[:, None]).flatten(2, 3)
+            target[..., triv:triv + se3] = self._se3_blocks(tokens[..., triv:triv + se3], right)
         if cis is not None:
-            rotate_pairs_into(target[..., triv + se3:self.head_dim], tokens[..., triv + se3:self.head_dim],
-                              cis.unsqueeze(1) if cis.ndim == 3 else cis)
+            rotate_pairs_into(target[..., triv + se3:self.head_dim], tokens[..., triv + se3:self.head_dim], cis)
         return out
 
     def _check_layer(self, layer_idx: int) -> torch.Tensor:
@@ -225,7 +251,7 @@ class GTA(PositionEncoding):
         scale = self._check_layer(layer_idx)
         extrinsics_q, _, cis_q = self.tables(pos_q)
         return self._transform(out, pos_q, _scaled_translation(extrinsics_q, scale).transpose(-2, -1),
-                           None if cis_q is None else cis_q.conj())
+                               None if cis_q is None else inverse_rotations(cis_q))
 
     def no_weight_decay(self) -> set[str]:
         return {'trans_coeff'}

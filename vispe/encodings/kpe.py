@@ -22,7 +22,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding
+from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, model_fact
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
@@ -156,7 +156,7 @@ class KPE(PositionEncoding):
         self.mlp = nn.Sequential(nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, embed_dim), nn.ReLU())
 
     def crop_geometry(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, 4) crop boxes and (B, 3, 3) intrinsics of the full images, checked."""
+        """(B, 4) crop boxes and (B, 3, 3) intrinsics of the full images, checked (not while a model is traced)."""
         cameras, boxes = pos.cameras, pos.crop_boxes
         if cameras is None or boxes is None:
             raise ValueError('KPE encodes where a crop lies in its camera: give Positions.crop_boxes (B, 4) in pixels '
@@ -164,7 +164,8 @@ class KPE(PositionEncoding):
         if cameras.num_views != 1:
             raise ValueError(f'KPE encodes crops of one image each; the cameras have {cameras.num_views} views.')
         intrinsics = cameras.intrinsics[:, 0]
-        check_crops(boxes, intrinsics, cameras.image_size)
+        if not TableCache.tracing():  # the checks read values back to the host
+            check_crops(boxes, intrinsics, cameras.image_size)
         if not self.use_intrinsics:
             height, width = cameras.image_size
             nominal = intrinsics.new_tensor([[width, 0, (width - 1) / 2], [0, width, (height - 1) / 2], [0, 0, 1]])

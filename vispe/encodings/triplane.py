@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding
+from vispe.encodings.base import PositionEncoding, TableCache
 from vispe.encodings.options import Option, model_fact
 from vispe.encodings.xyz import points_and_bounds
 from vispe.geometry import Positions
@@ -56,7 +56,7 @@ def triplane_coords(xyz: torch.Tensor, low: torch.Tensor, high: torch.Tensor,
                                            for a, b in CORNER_AXES], dim=-1) for corner in (low, high)]).amin(0)
     if radius is not None:
         corners_sq = corners_sq.clamp_max((radius / 2) ** 2)
-    if not bool((corners_sq > 0).all()):
+    if not TableCache.tracing() and not bool((corners_sq > 0).all()):  # a check that reads a value back
         raise ValueError('TriPlane sizes each plane by the nearer of the scene\'s two corners to the origin, and a '
                          'corner lies on an axis plane through the origin (zero extent): give points around the '
                          'origin, as TC-GS\'s scenes are, or build the encoding with centered=True.')
@@ -76,13 +76,18 @@ def sample_triplane(planes: torch.Tensor, uv: torch.Tensor) -> torch.Tensor:
 
 def nearest_neighbors(xyz: torch.Tensor, k: int, chunk: int = 4096) -> torch.Tensor:
     """Indices (B, N, k) of each point's k nearest points in its own cloud (B, N, 3), itself first; ties by
-    index. Distances in chunks of ``chunk`` queries, so memory stays O(chunk · N)."""
+    index. Distances in chunks of ``chunk`` queries, so memory stays O(chunk · N); while a model is traced they are
+    squared distances from the coordinate differences (the same order), since ONNX has no ``torch.cdist``."""
     if k > xyz.shape[1]:
         raise ValueError(f'{k} nearest neighbours asked of a cloud of {xyz.shape[1]} points; lower knn to at most '
                          f'the number of points.')
     parts = []
     for start in range(0, xyz.shape[1], chunk):
-        distances = torch.cdist(xyz[:, start:start + chunk].float(), xyz.float())
+        queries = xyz[:, start:start + chunk].float()
+        if TableCache.tracing():
+            distances = (queries[:, :, None] - xyz.float()[:, None]).square().sum(-1)
+        else:
+            distances = torch.cdist(queries, xyz.float())
         rows = torch.arange(start, start + distances.shape[1], device=xyz.device)
         distances[:, torch.arange(distances.shape[1], device=xyz.device), rows] = -1.0
         parts.append(distances.topk(k, dim=-1, largest=False, sorted=True).indices)

@@ -22,10 +22,11 @@ from vispe.registry import ENCODINGS
 
 # (8, 3) signs of the (l/2, w/2, h/2) offsets of V-DETR's box vertices in the box frame (x along the heading,
 # y left, z up): the bottom face (0-3) then the top face (4-7), each +x+y, +x-y, -x-y, -x+y. Vertex i owns MLP i.
-VERTEX_SIGNS = torch.tensor([
-    [1, 1, -1], [1, -1, -1], [-1, -1, -1], [-1, 1, -1],
-    [1, 1, 1], [1, -1, 1], [-1, -1, 1], [-1, 1, 1],
-], dtype=torch.float32)
+VERTEX_SIGN_ROWS = (
+    (1, 1, -1), (1, -1, -1), (-1, -1, -1), (-1, 1, -1),
+    (1, 1, 1), (1, -1, 1), (-1, -1, 1), (-1, 1, 1),
+)
+VERTEX_SIGNS = torch.tensor(VERTEX_SIGN_ROWS, dtype=torch.float32)
 
 
 def vertex_corners(boxes: torch.Tensor) -> torch.Tensor:
@@ -187,7 +188,7 @@ class VertexRPE(PositionEncoding):
             half = boxes[..., 3:6, None] / 2
             planes = [[log_normalize(sign * half[:, :, axis] - local[axis], self.log_scale, self.max_value)
                        for sign in (1, -1)] for axis in range(3)]
-            index = [tuple(0 if sign > 0 else 1 for sign in signs) for signs in VERTEX_SIGNS.tolist()]
+            index = [tuple(0 if sign > 0 else 1 for sign in signs) for signs in VERTEX_SIGN_ROWS]
             return planes, index
         vertices = vertex_corners(boxes)
         faces = ((0, 1, 2, 3), (0, 1, 2, 3), (0, 4))

@@ -2,20 +2,21 @@
 
 Conventions (docs/geometry.md): column vectors; the scene ("lidar") frame is x forward, y left, z up;
 the camera frame is OpenCV's (x right, y down, z forward); pixel centres sit at integer (u, v).
-Matrices are checked where the :class:`Cameras` is built; every projection runs in float32 or better
-with autocast off, inverses in float64, and returns float32.
+Matrices are checked where the :class:`Cameras` is built (except while torch.compile, torch.export or torch.fx
+trace a model: the checks read values back to the host); every projection runs in float32 or better with autocast
+off, inverses in float64, and returns float32.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
-from typing import Any
+from typing import Any, Callable, Generic, TypeVar
 
 import torch
+import torch.fx
 from kornia.geometry.linalg import inverse_transformation, transform_points
 
-__all__ = ['Cameras']
+__all__ = ['Cameras', 'tracing']
 
 # Tolerance of the rigidity check of lidar2cam: max |R^T R - I| and |det R - 1|.
 RIGID_ATOL = 1e-4
@@ -25,6 +26,33 @@ SINGULAR_RTOL = 1e-9
 DEPTH_EPS = 1e-5
 
 Index = int | slice | Sequence[int] | torch.Tensor
+T = TypeVar('T')
+
+
+def tracing() -> bool:
+    """Whether torch.compile, torch.export or torch.fx trace the code: checks that read values back to the host are
+    skipped then, and derived matrices are computed in the traced code rather than read from the instance."""
+    return torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_symbolic_tracing()
+
+
+class cached_attribute(Generic[T]):
+    """``functools.cached_property`` without its lock, which torch.compile cannot trace: the value is computed on
+    first use and kept in the instance's ``__dict__`` under the attribute's name (so ``vars(cameras).pop(name)``
+    drops it); while tracing it is computed in the traced code and not kept."""
+
+    def __init__(self, compute: Callable[[Any], T]) -> None:
+        self.compute = compute
+        self.name = compute.__name__
+        self.__doc__ = compute.__doc__
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        if tracing():
+            return self.compute(instance)
+        if self.name not in instance.__dict__:
+            instance.__dict__[self.name] = self.compute(instance)
+        return instance.__dict__[self.name]
 
 
 def no_autocast(device: torch.device) -> torch.autocast:
@@ -32,26 +60,53 @@ def no_autocast(device: torch.device) -> torch.autocast:
     return torch.autocast(device_type=device.type, enabled=False)
 
 
+def _unit_corner(size: int, like: torch.Tensor) -> torch.Tensor:
+    """(size, size) zeros with 1 in the last corner, in ``like``'s dtype and device. Matrices are completed by adding
+    it to a padded block rather than by writing into slices, which ONNX export of decomposed graphs mistranslates."""
+    one = torch.ones(1, 1, dtype=like.dtype, device=like.device)
+    return torch.nn.functional.pad(one, (size - 1, 0, size - 1, 0))
+
+
 def viewpad(matrix: torch.Tensor) -> torch.Tensor:
     """(..., 3, 3) -> (..., 4, 4): the matrix in the top-left corner of a 4×4 identity."""
-    out = torch.zeros(*matrix.shape[:-2], 4, 4, dtype=matrix.dtype, device=matrix.device)
-    out[..., :3, :3] = matrix
-    out[..., 3, 3] = 1
-    return out
+    return torch.nn.functional.pad(matrix, (0, 1, 0, 1)) + _unit_corner(4, matrix)
+
+
+def _cross(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """(..., 3) cross products, written out (``torch.linalg.cross`` has no ONNX translation)."""
+    return torch.stack([u[..., 1] * v[..., 2] - u[..., 2] * v[..., 1], u[..., 2] * v[..., 0] - u[..., 0] * v[..., 2],
+                        u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0]], dim=-1)
+
+
+def inverse_3x3(matrix: torch.Tensor) -> torch.Tensor:
+    """Inverse of (..., 3, 3) matrices in closed form, the adjugate over the determinant: its columns are the cross
+    products of the rows. ONNX has no matrix inverse, so the cameras use this while a model is traced."""
+    first, second, third = matrix.unbind(-2)
+    adjugate = torch.stack([_cross(second, third), _cross(third, first), _cross(first, second)], dim=-1)
+    determinant = (first * adjugate[..., 0]).sum(-1)
+    return adjugate / determinant[..., None, None]
 
 
 def affine_inverse(matrix: torch.Tensor) -> torch.Tensor:
     """Inverse of (..., n, n) matrices ``[[A, t], [0, 1]]`` in float64: ``[[A^-1, -A^-1 t], [0, 1]]``.
 
-    The last row of the result is exactly (0, ..., 0, 1).
+    The last row of the result is exactly (0, ..., 0, 1). ``A^-1`` is ``torch.linalg.inv``'s, or, while a model is
+    traced and A is 3×3, :func:`inverse_3x3`'s (every exporter has its operations).
     """
     matrix = matrix.double()
-    inv_a = torch.linalg.inv(matrix[..., :-1, :-1])
-    out = torch.zeros_like(matrix)
-    out[..., :-1, :-1] = inv_a
-    out[..., :-1, -1] = -(inv_a @ matrix[..., :-1, -1:]).squeeze(-1)
-    out[..., -1, -1] = 1
-    return out
+    linear = matrix[..., :-1, :-1]
+    inv_a = inverse_3x3(linear) if tracing() and linear.shape[-1] == 3 else torch.linalg.inv(linear)
+    top = torch.cat([inv_a, -(inv_a @ matrix[..., :-1, -1:])], dim=-1)
+    return torch.nn.functional.pad(top, (0, 0, 0, 1)) + _unit_corner(matrix.shape[-1], matrix)
+
+
+def rigid_inverse(matrix: torch.Tensor) -> torch.Tensor:
+    """Inverse of (..., 4, 4) rigid transforms ``[[R, t], [0, 1]]``: ``[[Rᵀ, −Rᵀ t], [0, 1]]``, the values of kornia's
+    ``inverse_transformation``, built without its writes into slices (which ONNX export of decomposed graphs
+    mistranslates); the cameras use it while a model is traced."""
+    rotation = matrix[..., :3, :3].transpose(-1, -2)
+    top = torch.cat([rotation, torch.matmul(-rotation, matrix[..., :3, 3:])], dim=-1)
+    return torch.nn.functional.pad(top, (0, 0, 0, 1)) + _unit_corner(4, matrix)
 
 
 def _first_bad(bad: torch.Tensor) -> tuple[int, ...]:
@@ -126,8 +181,9 @@ class Cameras:
         object.__setattr__(self, 'lidar2cam', lidar2cam.to(torch.float32))
         object.__setattr__(self, 'scene_transform', scene.to(torch.float32).contiguous())
         object.__setattr__(self, 'image_size', size)
-        with no_autocast(intrinsics.device):
-            self._validate(intrinsics.double(), lidar2cam.double(), scene.double())
+        if not tracing():
+            with no_autocast(intrinsics.device):
+                self._validate(intrinsics.double(), lidar2cam.double(), scene.double())
 
     @staticmethod
     def _validate(intrinsics: torch.Tensor, lidar2cam: torch.Tensor, scene: torch.Tensor) -> None:
@@ -251,28 +307,29 @@ class Cameras:
 
     def _cam2lidar64(self) -> torch.Tensor:
         _, lidar2cam, scene = self._exact
-        rigid = inverse_transformation(lidar2cam.flatten(0, 1)).view_as(lidar2cam)
+        rigid = (rigid_inverse(lidar2cam) if tracing() else
+                 inverse_transformation(lidar2cam.flatten(0, 1)).view_as(lidar2cam))
         return scene[:, None] @ rigid
 
-    @cached_property
+    @cached_attribute
     def extrinsics(self) -> torch.Tensor:
         """(B, V, 4, 4) current scene frame -> camera frame: ``lidar2cam @ scene_transform^-1``."""
         with no_autocast(self.device):
             return self._extrinsics64().float()
 
-    @cached_property
+    @cached_attribute
     def cam2lidar(self) -> torch.Tensor:
         """(B, V, 4, 4) camera frame -> current scene frame (inverse of :attr:`extrinsics`, in float64)."""
         with no_autocast(self.device):
             return self._cam2lidar64().float()
 
-    @cached_property
+    @cached_attribute
     def lidar2img(self) -> torch.Tensor:
         """(B, V, 4, 4) scene frame -> homogeneous pixels ``(u·d, v·d, d, 1)``: ``viewpad(K) @ extrinsics``."""
         with no_autocast(self.device):
             return (viewpad(self._exact[0]) @ self._extrinsics64()).float()
 
-    @cached_property
+    @cached_attribute
     def fingerprint(self) -> bytes:
         """The rig as bytes: B, V, the image size and the float64 intrinsics, lidar2cam and scene transform of every
         sample and view. Equal fingerprints mean equal cameras, so caches of tables that depend only on the rig
@@ -281,12 +338,15 @@ class Cameras:
         matrices = [matrix.detach().reshape(-1).cpu() for matrix in self._exact]
         return torch.cat([header, *matrices]).numpy().tobytes()
 
-    @cached_property
+    @cached_attribute
     def img2lidar(self) -> torch.Tensor:
         """(B, V, 4, 4) inverse of :attr:`lidar2img`, computed in float64 from the float64 ``lidar2img`` as PETR
-        inverts it (``np.linalg.inv``), so the float32 result equals the reference's bit for bit."""
+        inverts it (``np.linalg.inv``), so the float32 result equals the reference's bit for bit. While a model is
+        traced it is the affine inverse of that matrix (:func:`affine_inverse`: ``lidar2img`` is affine when the last
+        row of ``lidar2cam`` is (0, 0, 0, 1)), whose operations every exporter has (ONNX has no matrix inverse)."""
         with no_autocast(self.device):
-            return torch.linalg.inv(viewpad(self._exact[0]) @ self._extrinsics64()).float()
+            lidar2img = viewpad(self._exact[0]) @ self._extrinsics64()
+            return (affine_inverse(lidar2img) if tracing() else torch.linalg.inv(lidar2img)).float()
 
     def project(self, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scene-frame points to pixels and depths.

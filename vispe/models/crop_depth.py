@@ -28,9 +28,10 @@ class CropDepthViT(BaseModel):
 
     ``forward(inputs, data_samples, mode)``: inputs hold ``image`` (B, 3, S, S) in [0, 1], ``crop_box`` (B, 4) (x0,
     y0, x1, y1) first and last pixel in the full image, ``intrinsics`` (B, 3, 3) of the full image, ``image_size``
-    (B, 2) (H, W) of the full image (the same for the batch) and, for the loss and the metric, ``depth`` (B, S, S)
-    metres (0: unknown). 'loss' -> ``{'loss': log-L1}``; 'tensor' -> (B, S, S) depth; 'predict' -> per crop
-    dict(pred, target, offset_bin, image_id).
+    (B, 2) (H, W) of the full image (the same for the batch), or one (H, W) pair of ints for the batch (what a
+    compiled or exported model takes: a tensor's values would be read back to the host), and, for the loss and the
+    metric, ``depth`` (B, S, S) metres (0: unknown). 'loss' -> ``{'loss': log-L1}``; 'tensor' -> (B, S, S) depth;
+    'predict' -> per crop dict(pred, target, offset_bin, image_id).
 
     Args:
         backbone: a vispe ViT config (``dict(type='TimmViT', ...)``) with ``num_classes=0``; its encoding gets the
@@ -54,12 +55,15 @@ class CropDepthViT(BaseModel):
         """The crop's patch grid with its crop box and the full image's camera (identity pose, one view)."""
         images, sizes = inputs['image'], inputs['image_size']
         grid = self.backbone.positions(images)
-        if bool((sizes != sizes[0]).any()):
-            raise ValueError(f'CropDepthViT: the crops of one batch come from full images of different sizes '
-                             f'{sorted({tuple(size.tolist()) for size in sizes})}; batch crops of one size together.')
+        if isinstance(sizes, torch.Tensor):
+            if bool((sizes != sizes[0]).any()):
+                raise ValueError(f'CropDepthViT: the crops of one batch come from full images of different sizes '
+                                 f'{sorted({tuple(size.tolist()) for size in sizes})}; batch crops of one size '
+                                 f'together.')
+            sizes = sizes[0]
         batch = images.shape[0]
         pose = torch.eye(4, device=images.device).expand(batch, 1, 4, 4)
-        cameras = Cameras(inputs['intrinsics'][:, None].float(), pose, tuple(int(s) for s in sizes[0]))
+        cameras = Cameras(inputs['intrinsics'][:, None].float(), pose, tuple(int(s) for s in sizes))
         return Positions(grid.grid_size, grid.num_prefix_tokens, patch_size=grid.patch_size, device=images.device,
                          cameras=cameras, crop_boxes=inputs['crop_box'].float())
 

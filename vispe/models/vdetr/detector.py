@@ -9,6 +9,7 @@ from mmengine.model import BaseModel
 from torch import nn
 
 from vispe.geometry import Positions
+from vispe.models.inputs import value_checks_enabled
 from vispe.models.vdetr.criterion import BoxSetCriterion
 from vispe.models.vdetr.postprocess import detections
 from vispe.models.vdetr.transformer import BoxRefinementDecoder, PointEncoderLayer, mlp
@@ -76,7 +77,7 @@ class VDETR(BaseModel):
             raise ValueError(f'Each scene has {points.shape[1]} points but the backbone samples '
                              f'{self.backbone.num_samples}: give the dataset a larger num_points, or build the '
                              f'backbone with fewer num_samples.')
-        if not torch.isfinite(points).all():
+        if value_checks_enabled(points) and not torch.isfinite(points).all():
             raise ValueError('The point clouds hold NaN or infinite values: drop those points when reading the scan '
                              '(vispe.geometry.read_points(..., drop_nonfinite=True)).')
 
