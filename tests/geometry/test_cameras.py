@@ -171,3 +171,23 @@ def test_fingerprint_is_equal_for_equal_rigs_only() -> None:
     moved = Cameras(intrinsics[None], lidar2cam[None], IMAGE_SIZE,
                     scene_transform=SceneTransform.translation((0.5, 0.0, 0.0)).matrix)
     assert base.fingerprint != moved.fingerprint
+
+
+def test_traced_closed_form_inverses_equal_the_eager_ones() -> None:
+    """The inverses the cameras use while a model is traced (ONNX has no matrix inverse) give the eager values:
+    the adjugate 3×3 inverse and the affine inverse against torch.linalg.inv, the rigid inverse against kornia."""
+    from kornia.geometry.conversions import axis_angle_to_rotation_matrix
+    from kornia.geometry.linalg import inverse_transformation
+
+    from vispe.geometry.cameras import affine_inverse, inverse_3x3, rigid_inverse
+    generator = torch.Generator().manual_seed(0)
+    square = torch.randn(5, 3, 3, generator=generator, dtype=torch.float64) + 3 * torch.eye(3, dtype=torch.float64)
+    assert torch.allclose(inverse_3x3(square), torch.linalg.inv(square), atol=1e-12)
+    affine = torch.eye(4, dtype=torch.float64).repeat(5, 1, 1)
+    affine[:, :3, :3], affine[:, :3, 3] = square, torch.randn(5, 3, generator=generator, dtype=torch.float64)
+    assert torch.allclose(affine_inverse(affine).double(), torch.linalg.inv(affine), atol=1e-10)
+    rigid = torch.eye(4).repeat(5, 1, 1)
+    rigid[:, :3, :3] = axis_angle_to_rotation_matrix(torch.randn(5, 3, generator=generator))
+    rigid[:, :3, 3] = torch.randn(5, 3, generator=generator)
+    assert torch.allclose(rigid_inverse(rigid), inverse_transformation(rigid), atol=1e-6)
+    assert torch.allclose(rigid_inverse(rigid) @ rigid, torch.eye(4).expand(5, 4, 4), atol=1e-5)

@@ -32,6 +32,7 @@ from torch import nn
 from vispe.encodings.options import (Option, OptionTypeError, check_test_time_option, closest_suggestion,
                                      unknown_attribute_message)
 from vispe.geometry import Positions
+from vispe.geometry.cameras import tracing
 
 if TYPE_CHECKING:
     from torch.nn.attention.flex_attention import BlockMask
@@ -372,7 +373,7 @@ class TableCache:
     @staticmethod
     def tracing() -> bool:
         """Whether torch.compile, torch.export or torch.fx is tracing: tables are then built in the traced code."""
-        return torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_symbolic_tracing()
+        return tracing()
 
     def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """The table under ``key``, built on a miss. While torch.compile, torch.export or torch.fx trace a
