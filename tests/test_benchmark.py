@@ -73,8 +73,10 @@ def test_point_layer_benchmark_with_decoder_memory(repo_root, tmp_path) -> None:
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     rows = json.loads((tmp_path / 'p.json').read_text())['rows']
-    assert [row['model'] for row in rows] == ['no position (NoPE)', 'FourierXYZ', 'SinCosXYZ', 'VertexRPE (table)']
-    assert rows[0]['ratio'] == 1.0 and all(row['decoder8_train_peak_bytes'] > 0 for row in rows)
+    assert [row['model'] for row in rows] == ['no position (NoPE)', 'NoPE control', 'FourierXYZ', 'SinCosXYZ',
+                                              'VertexRPE (table)']
+    assert rows[0]['ratio'] == rows[0]['ratio_high'] == 1.0
+    assert all(row['decoder8_train_peak_bytes'] > 0 for row in rows)
     assert '| encoding | ms |' in (tmp_path / 'p.md').read_text()
 
 
@@ -85,7 +87,7 @@ def test_view_stack_benchmark_and_a_bad_layout(repo_root, tmp_path) -> None:
                              '--out', str(tmp_path / 'v')], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     rows = json.loads((tmp_path / 'v.json').read_text())['rows']
-    assert [row['model'] for row in rows] == ['plain SDPA', "GTA on='qkvo'", "GTA on='qk'"]
-    assert rows[0]['ratio'] == 1.0 and all(row['layout'] == '2 x 3x4' for row in rows)
+    assert [row['model'] for row in rows] == ['plain SDPA', 'plain SDPA control', "GTA on='qkvo'", "GTA on='qk'"]
+    assert rows[0]['ratio'] == rows[0]['ratio_high'] == 1.0 and all(row['layout'] == '2 x 3x4' for row in rows)
     bad = subprocess.run([*tool, '2x14'], capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and 'VIEWSxROWSxCOLS' in bad.stderr

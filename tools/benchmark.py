@@ -40,13 +40,15 @@ Sizes are image heights (default: the first config's), the width keeps the confi
 PATH.json (command, machine, rig, rows) and PATH.md.
 
 Point-layer mode (``--point-layer``): one V-DETR decoder layer, Q box queries against P point tokens, with each point
-encoding against the same layer without one (:mod:`vispe.engine.benchmark_points`); ``--memory`` adds the peak
-memory of an 8-layer decoder's training step:
+encoding against the same layer without one (:mod:`vispe.engine.benchmark_points`), and that layer again as the
+control row; ``--memory`` adds the peak memory of an 8-layer decoder's training step:
 
     python tools/benchmark.py --point-layer --queries 256 --points 2048 --batch 2 --backward --memory
 
 View-stack mode (``--view-stack VxHxW ...``): four ViT-S-sized attention layers over V views of H×W tokens with GTA
-(``on='qkvo'`` and ``'qk'``) against the same layers without an encoding (:mod:`vispe.engine.benchmark_views`):
+(``on='qkvo'`` and ``'qk'``) against the same layers without an encoding, and those again as the control row
+(:mod:`vispe.engine.benchmark_views`). In both layer modes a ratio is the median of the per-round ratios with the
+highest in brackets, as in model mode:
 
     python tools/benchmark.py --view-stack 2x14x14 4x32x32 --batch 1 --threads 1
 """
@@ -381,6 +383,12 @@ def report_table(out: Path | None, command: str, title: str, machine: str, rows:
         write_text_atomically(out.with_suffix('.csv'), '\n'.join(','.join(line) for line in cells) + '\n')
 
 
+def round_ratios(result: dict, base: dict) -> dict[str, float]:
+    """A layer benchmark's ratio to its baseline: the median over rounds of the per-round ratio, and the highest."""
+    ratios = [seconds / base_seconds for seconds, base_seconds in zip(result['samples'], base['samples'])]
+    return dict(ratio=statistics.median(ratios), ratio_high=max(ratios))
+
+
 def run_point_layer(args: argparse.Namespace, device: torch.device, command: str) -> None:
     """Point-layer mode: time one decoder layer per point encoding, print the table, write <out>.*."""
     runs = point_layer_runs(args.batch, args.queries, args.points, args.backward, device)
@@ -389,7 +397,7 @@ def run_point_layer(args: argparse.Namespace, device: torch.device, command: str
     rows = []
     for label, result in results.items():
         row = dict(model=label, queries=args.queries, points=args.points, **result,
-                   ratio=result['seconds'] / results[baseline]['seconds'])
+                   **round_ratios(result, results[baseline]))
         if args.memory and device.type == 'cpu':
             row['decoder8_train_peak_bytes'] = decoder_training_peak(POINT_ENCODINGS[label], 8, args.batch,
                                                                      args.queries, args.points, args.threads)
@@ -397,9 +405,9 @@ def run_point_layer(args: argparse.Namespace, device: torch.device, command: str
     title = (f"point-detector decoder layer (d 256, 4 heads, 1 key/value head), "
              f"{'forward + backward' if args.backward else 'forward'}, batch {args.batch}, Q {args.queries}, "
              f'P {args.points}, {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, median of '
-             f'{args.repeats} interleaved repeats')
+             f'{args.repeats} interleaved repeats; x: median of the per-round ratios (highest)')
     cells = [['encoding', 'ms', f'x {baseline}', '8-layer train step peak MB']]
-    cells += [[row['model'], f"{row['seconds'] * 1e3:.1f}", f"{row['ratio']:.2f}",
+    cells += [[row['model'], f"{row['seconds'] * 1e3:.1f}", f"{row['ratio']:.2f} ({row['ratio_high']:.2f})",
                f"{row['decoder8_train_peak_bytes'] / 2**20:.0f}" if 'decoder8_train_peak_bytes' in row else '-']
               for row in rows]
     report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells)
@@ -413,13 +421,14 @@ def run_view_stack(args: argparse.Namespace, device: torch.device, command: str)
         results = measure(runs, device, args.repeats, args.warmup)
         baseline = next(iter(results))
         rows += [dict(layout=f'{views} x {grid_rows}x{grid_cols}', model=label, **result,
-                      ratio=result['seconds'] / results[baseline]['seconds']) for label, result in results.items()]
+                      **round_ratios(result, results[baseline])) for label, result in results.items()]
     title = (f"{DEPTH} attention layers (d {EMBED_DIM}, {NUM_HEADS} heads) over views x grid tokens, "
              f"{'forward + backward' if args.backward else 'forward'}, batch {args.batch}, {device}, "
              f'{torch.get_num_threads()} threads, torch {torch.__version__}, '
-             f'median of {args.repeats} interleaved repeats')
+             f'median of {args.repeats} interleaved repeats; x: median of the per-round ratios (highest)')
     cells = [['views x grid', 'encoding', 'ms', 'x plain SDPA']]
-    cells += [[row['layout'], row['model'], f"{row['seconds'] * 1e3:.1f}", f"{row['ratio']:.3f}"] for row in rows]
+    cells += [[row['layout'], row['model'], f"{row['seconds'] * 1e3:.1f}",
+               f"{row['ratio']:.3f} ({row['ratio_high']:.3f})"] for row in rows]
     report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells)
 
 

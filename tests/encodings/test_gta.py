@@ -204,3 +204,29 @@ def test_bad_input_names_the_fix() -> None:
     rays = Positions(coords=torch.zeros(2, 5, 2), num_views=2, cameras=cameras(torch.eye(4).expand(2, 2, 4, 4)))
     with pytest.raises(ValueError, match='equal size'):
         encoding.rotate(q[:, :, :5], k, rays, views(torch.eye(4).expand(2, 1, 4, 4)), 0)
+
+
+@pytest.mark.parametrize('split', [dict(head_dim=64), dict(head_dim=40, se3_dim=12, so2_freqs=3),
+                                   dict(head_dim=48, se3_dim=24, so2_freqs=0), dict(head_dim=32, se3_dim=0)])
+@pytest.mark.parametrize('prefix', [0, 2])
+def test_inference_path_equals_the_differentiable_one(split: dict, prefix: int) -> None:
+    """Without autograd the transforms write into one preallocated tensor (out= products); with it they concatenate
+    differentiable parts: the two give the same numbers for every channel split, with and without prefix tokens,
+    on the strided q, k, v of a fused qkv projection and on attention's output."""
+    generator = torch.Generator().manual_seed(8)
+    extrinsics = rigid(2 * 3, generator).view(2, 3, 4, 4)
+    pos = views(extrinsics, prefix=prefix)
+    encoding = GTA(depth=2, trans_coeff=0.4, **split)
+    heads, dim = 3, split['head_dim']
+    fused = torch.randn(2, prefix + 36, 3, heads, dim, generator=generator)
+    q, k, v = fused.permute(2, 0, 3, 1, 4).unbind(0)
+    results = {}
+    for recording in (False, True):
+        inputs = [t.clone().requires_grad_() if recording else t for t in (q, k, v)]
+        q_out, k_out = encoding.rotate(inputs[0], inputs[1], pos, pos, 1)
+        results[recording] = (q_out, k_out, encoding.transform_v(inputs[2], pos, 1),
+                              encoding.transform_out(inputs[0], pos, 1))
+    for fast, differentiable in zip(results[False], results[True]):
+        assert torch.allclose(fast, differentiable, atol=1e-6)
+        assert fast.transpose(1, 2).is_contiguous() and differentiable.transpose(1, 2).is_contiguous()
+    assert torch.equal(results[False][0][:, :, :prefix], q[:, :, :prefix])

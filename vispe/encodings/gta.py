@@ -26,7 +26,7 @@ the first input view's E⁻¹) changes nothing but rounding.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import nn
@@ -49,11 +49,13 @@ def so2_angles(coords: torch.Tensor, num_freqs: int, max_freq: tuple[float, floa
     return (coords.float()[..., None, :] * scale * freqs[:, None]).flatten(-2)
 
 
-def _scaled_translation(matrices: torch.Tensor, trans_coeff: torch.Tensor) -> torch.Tensor:
-    """(..., 4, 4) rigid transforms with the translation column multiplied by ``trans_coeff`` (the reference's
-    ``scale_mask``)."""
-    column_scale = torch.cat([trans_coeff.reshape(1).expand(3), trans_coeff.new_ones(1)]).unsqueeze(-1)
-    return torch.cat([matrices[..., :3], matrices[..., 3:] * column_scale], dim=-1)
+def translation_split(matrices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(..., 4, 4) rigid transforms as (rotation part, translation part): the first with the translation column
+    zeroed, the second holding only it, so that ``rotation + s·translation`` is the transform with its translation
+    scaled by s (the reference's ``scale_mask``), exactly."""
+    column = torch.zeros_like(matrices)
+    column[..., :3, 3] = matrices[..., :3, 3]
+    return matrices - column, column
 
 
 def repeat_block(matrices: torch.Tensor, count: int) -> torch.Tensor:
@@ -83,6 +85,24 @@ def rotate_pairs_into(target: torch.Tensor, source: torch.Tensor, cis: torch.Ten
         source = source.contiguous()
     torch.mul(torch.view_as_complex(source.unflatten(-1, (-1, 2))), cis,
               out=torch.view_as_complex(target.unflatten(-1, (-1, 2))))
+
+
+class GTATables(NamedTuple):
+    """One token set's per-forward tables (cameras and coordinates only, no parameters).
+
+    ``rotation``, ``translation``: (3, B, V, g, g) per role — queries sT(E), output sT(E)ᵀ, keys and values sT(P)ᵀ
+    in row-vector form — as kron(I_{g/4}, ·) blocks, split so that a layer's blocks are ``rotation + s·translation``
+    for its scale s. ``cis``, ``cis_inverse``: the SO(2) rotations, tokens-major ((N, 1, F) or per sample
+    (B, N, 1, F), broadcasting over the heads; the real form with a trailing (cos, sin) axis while traced), or None.
+    """
+
+    rotation: torch.Tensor
+    translation: torch.Tensor
+    cis: torch.Tensor | None
+    cis_inverse: torch.Tensor | None
+
+
+ROLES = {'q': 0, 'out': 1, 'kv': 2}
 
 
 @ENCODINGS.register_module()
@@ -172,86 +192,96 @@ class GTA(PositionEncoding):
         size = torch.tensor(pos.cameras.image_size, dtype=torch.float32, device=pos.device)
         return pos.coords.float() / size
 
-    def tables(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """This forward's (E, P, cis) of one token set: extrinsics and their inverses (B, V, 4, 4), and the
-        SO(2) rotations (N, 2F) or, for per-sample coordinates, (B, 1, N, 2F) complex, broadcasting over the heads
-        (None without SO(2) channels; while a model is traced, the real form with a trailing (cos, sin) axis)."""
-        def build() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    def tables(self, pos: Positions) -> GTATables:
+        """This forward's :class:`GTATables` of one token set, built once per :class:`Positions`."""
+        def build() -> GTATables:
             self._views(pos)
-            cis = None
+            split_e = translation_split(pos.cameras.extrinsics.float())
+            split_p = translation_split(pos.cameras.cam2lidar.float())
+            rotation, translation = (torch.stack([e, e.transpose(-2, -1), p.transpose(-2, -1)])
+                                     for e, p in zip(split_e, split_p))
+            group = self.block_group
+            cis = cis_inverse = None
             if self.so2_freqs:
                 angles = so2_angles(self.image_coords(pos), self.so2_freqs, self.max_freq)
-                # The head axis goes on the angles, so the table needs no reshape in either form.
-                cis = angles_to_cis(angles.unsqueeze(1) if angles.ndim == 3 else angles)
-            return pos.cameras.extrinsics, pos.cameras.cam2lidar, cis
+                cis = angles_to_cis(angles.unsqueeze(-2))
+                cis_inverse = inverse_rotations(cis)
+            return GTATables(repeat_block(rotation, group), repeat_block(translation, group), cis, cis_inverse)
         return pos.memo(('gta', id(self)), build)
+
+    @property
+    def block_group(self) -> int:
+        """SE(3) blocks per block-diagonal product: 4 (16×16 products; on the CPU about twice as fast as 32×32 and
+        five times as fast as 4×4), or the largest count under it that divides se3_dim / 4."""
+        return next(count for count in (4, 3, 2, 1) if (self.se3_dim // 4) % count == 0)
 
     def prepare(self, pos: Positions) -> None:
         self.tables(pos)
 
-    @staticmethod
-    def _se3_blocks(channels: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-        """channels (B, heads, N, se3) of V views' tokens (view-major) with each 4-channel block right-multiplied by
-        its view's ``right`` (B, V, 4, 4), in float32."""
-        # All 4-channel blocks of a view share its matrix: one (tokens x se3) @ kron(I, M) product per sample, head
-        # and view (a per-view block-diagonal, never per token), about twice as fast on the CPU as batched 4 x 4
-        # products.
-        blocks = channels.float().unflatten(2, (right.shape[1], -1))
-        return (blocks @ repeat_block(right, channels.shape[-1] // 4)[:, None]).flatten(2, 3)
-
-    def _transform(self, x: torch.Tensor, pos: Positions, right: torch.Tensor,
-                   cis: torch.Tensor | None) -> torch.Tensor:
-        """x (B, heads, prefix + N, d) with each view's SE(3) blocks right-multiplied by ``right`` (B, V, 4, 4)
-        (row-vector form) and the SO(2) pairs rotated by ``cis``, written into one new tensor (concatenated from its
-        parts while a model is traced: exporters translate writes into slices of a new tensor unreliably)."""
-        prefix, triv, se3 = pos.num_prefix_tokens, self.triv_dim, self.se3_dim
-        tokens = x[..., prefix:, :]
-        if TableCache.tracing():
-            parts = [tokens[..., :triv]] if triv else []
-            if se3:
-                parts.append(self._se3_blocks(tokens[..., triv:triv + se3], right).to(x.dtype))
-            if cis is not None:
-                parts.append(rotate_pairs(tokens[..., triv + se3:self.head_dim], cis))
-            transformed = torch.cat(parts, dim=-1)
-            return torch.cat([x[..., :prefix, :], transformed], dim=-2) if prefix else transformed
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        if prefix:
-            out[..., :prefix, :] = x[..., :prefix, :]
-        target = out[..., prefix:, :]
-        if triv:
-            target[..., :triv] = tokens[..., :triv]
-        if se3:
-            target[..., triv:triv + se3] = self._se3_blocks(tokens[..., triv:triv + se3], right)
-        if cis is not None:
-            rotate_pairs_into(target[..., triv + se3:self.head_dim], tokens[..., triv + se3:self.head_dim], cis)
-        return out
-
-    def _check_layer(self, layer_idx: int) -> torch.Tensor:
+    def _blocks(self, tables: GTATables, role: str, layer_idx: int) -> torch.Tensor:
+        """(B, V, g, g): this layer's block-diagonal SE(3) factor of ``role``, its translations scaled by s."""
         if layer_idx >= self.depth:
             raise IndexError(f'GTA has a translation scale for {self.depth} layers; layer {layer_idx} asked. '
                              f'Build it with depth >= {layer_idx + 1}.')
-        return self.trans_coeff[layer_idx].float()
+        index = ROLES[role]
+        return torch.addcmul(tables.rotation[index], tables.translation[index], self.trans_coeff[layer_idx].float())
+
+    @staticmethod
+    def _se3_products(channels: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+        """channels (B, N, heads, se3) tokens-major, view-major tokens, each 4-channel block right-multiplied by its
+        view's matrix from ``blocks`` (B|1, V, g, g): one (tokens·heads·se3/g × g) @ (g × g) product per sample and
+        view, in float32."""
+        rows = channels.float().reshape(channels.shape[0], blocks.shape[1], -1, blocks.shape[-1])
+        return (rows @ blocks).view(channels.shape)
+
+    def _transform(self, x: torch.Tensor, pos: Positions, blocks: torch.Tensor,
+                   cis: torch.Tensor | None) -> torch.Tensor:
+        """x (B, heads, prefix + N, d) with the SE(3) blocks right-multiplied by ``blocks`` (B|1, V, g, g) (row-vector
+        form) and the SO(2) pairs rotated by ``cis``. Works tokens-major — (B, N, heads, d), where all heads and
+        tokens of a view share its matrix — and returns a (B, heads, N, d) view of a new (B, N, heads, d) tensor:
+        the layout that SDPA's output has and the attention's output projection reads without a copy. Without
+        autograd the parts are written into it (``out=`` products); with autograd, and while a model is traced
+        (exporters translate writes into slices of a new tensor unreliably), they are concatenated."""
+        prefix, triv, se3, dim = pos.num_prefix_tokens, self.triv_dim, self.se3_dim, self.head_dim
+        tokens = x[:, :, prefix:].transpose(1, 2)
+        recording = torch.is_grad_enabled() and (x.requires_grad or blocks.requires_grad)
+        if TableCache.tracing() or recording or x.dtype != torch.float32:
+            parts = [tokens[..., :triv]] if triv else []
+            if se3:
+                parts.append(self._se3_products(tokens[..., triv:triv + se3], blocks).to(x.dtype))
+            if cis is not None:
+                parts.append(rotate_pairs(tokens[..., triv + se3:dim], cis))
+            out = torch.cat(parts, dim=-1)
+            if prefix:
+                out = torch.cat([x[:, :, :prefix].transpose(1, 2), out], dim=1)
+            return out.transpose(1, 2)
+        out = torch.empty(x.shape[0], x.shape[2], x.shape[1], dim, dtype=x.dtype, device=x.device)
+        if prefix:
+            out[:, :prefix] = x[:, :, :prefix].transpose(1, 2)
+        target = out[:, prefix:]
+        if triv:
+            target[..., :triv] = tokens[..., :triv]
+        if se3:
+            target[..., triv:triv + se3] = self._se3_products(tokens[..., triv:triv + se3], blocks)
+        if cis is not None:
+            rotate_pairs_into(target[..., triv + se3:dim], tokens[..., triv + se3:dim], cis)
+        return out.transpose(1, 2)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        scale = self._check_layer(layer_idx)
-        extrinsics_q, _, cis_q = self.tables(pos_q)
-        _, inverse_k, cis_k = self.tables(pos_k)
-        q = self._transform(q, pos_q, _scaled_translation(extrinsics_q, scale), cis_q)
-        k = self._transform(k, pos_k, _scaled_translation(inverse_k, scale).transpose(-2, -1), cis_k)
+        tables_q, tables_k = self.tables(pos_q), self.tables(pos_k)
+        q = self._transform(q, pos_q, self._blocks(tables_q, 'q', layer_idx), tables_q.cis)
+        k = self._transform(k, pos_k, self._blocks(tables_k, 'kv', layer_idx), tables_k.cis)
         return q, k
 
     def transform_v(self, v: torch.Tensor, pos_k: Positions, layer_idx: int) -> torch.Tensor:
-        scale = self._check_layer(layer_idx)
-        _, inverse_k, cis_k = self.tables(pos_k)
-        return self._transform(v, pos_k, _scaled_translation(inverse_k, scale).transpose(-2, -1), cis_k)
+        tables = self.tables(pos_k)
+        return self._transform(v, pos_k, self._blocks(tables, 'kv', layer_idx), tables.cis)
 
     def transform_out(self, out: torch.Tensor, pos_q: Positions, layer_idx: int,
                       probs: torch.Tensor | None = None, pos_k: Positions | None = None) -> torch.Tensor:
-        scale = self._check_layer(layer_idx)
-        extrinsics_q, _, cis_q = self.tables(pos_q)
-        return self._transform(out, pos_q, _scaled_translation(extrinsics_q, scale).transpose(-2, -1),
-                               None if cis_q is None else inverse_rotations(cis_q))
+        tables = self.tables(pos_q)
+        return self._transform(out, pos_q, self._blocks(tables, 'out', layer_idx), tables.cis_inverse)
 
     def no_weight_decay(self) -> set[str]:
         return {'trans_coeff'}

@@ -22,6 +22,7 @@ from vispe.models.vdetr.transformer import BoxRefinementDecoder
 # label -> encoding config; the first is the baseline.
 POINT_ENCODINGS: dict[str, dict] = {
     'no position (NoPE)': dict(type='NoPE'),
+    'NoPE control': dict(type='NoPE'),
     'FourierXYZ': dict(type='FourierXYZ'),
     'SinCosXYZ': dict(type='SinCosXYZ'),
     'VertexRPE (table)': dict(type='VertexRPE'),

@@ -17,9 +17,11 @@ from vispe.attention import Attention
 from vispe.encodings import build_encoding
 from vispe.geometry import Cameras, Positions
 
-# label -> encoding config (None: no encoding); the first is the baseline.
+# label -> encoding config (None: no encoding); the first is the baseline, the second the same stack again (the
+# control row: its ratio shows the run's own spread).
 VIEW_ENCODINGS: dict[str, dict | None] = {
     'plain SDPA': None,
+    'plain SDPA control': None,
     "GTA on='qkvo'": dict(type='GTA'),
     "GTA on='qk'": dict(type='GTA', on='qk'),
 }
