@@ -234,6 +234,18 @@ class GTA(PositionEncoding):
         rows = channels.float().reshape(channels.shape[0], blocks.shape[1], -1, blocks.shape[-1])
         return (rows @ blocks).view(channels.shape)
 
+    def _se3_products_into(self, out: torch.Tensor, tokens: torch.Tensor, blocks: torch.Tensor) -> None:
+        """:meth:`_se3_products` of float32 ``tokens`` (B, N, heads, d) written straight into ``out`` (B, N, heads,
+        d), contiguous: one product per g-channel group, its rows (the tokens·heads of a sample and view) at the stride
+        of a head, so no temporary beyond the copy that strided inputs (q, k, v of a fused qkv) take into rows."""
+        triv, se3, group = self.triv_dim, self.se3_dim, blocks.shape[-1]
+        batch_views = out.shape[0] * blocks.shape[1]
+        blocks = blocks.expand(out.shape[0], -1, -1, -1).reshape(batch_views, group, group)
+        rows_in = tokens[..., triv:triv + se3].reshape(batch_views, -1, se3)
+        rows_out = out.view(batch_views, -1, out.shape[-1])[..., triv:triv + se3]
+        for start in range(0, se3, group):
+            torch.bmm(rows_in[..., start:start + group], blocks, out=rows_out[..., start:start + group])
+
     def _transform(self, x: torch.Tensor, pos: Positions, blocks: torch.Tensor,
                    cis: torch.Tensor | None) -> torch.Tensor:
         """x (B, heads, prefix + N, d) with the SE(3) blocks right-multiplied by ``blocks`` (B|1, V, g, g) (row-vector
@@ -261,8 +273,10 @@ class GTA(PositionEncoding):
         target = out[:, prefix:]
         if triv:
             target[..., :triv] = tokens[..., :triv]
-        if se3:
+        if se3 and prefix:
             target[..., triv:triv + se3] = self._se3_products(tokens[..., triv:triv + se3], blocks)
+        elif se3:
+            self._se3_products_into(out, tokens, blocks)
         if cis is not None:
             rotate_pairs_into(target[..., triv + se3:dim], tokens[..., triv + se3:dim], cis)
         return out.transpose(1, 2)
