@@ -92,8 +92,8 @@ class GTATables(NamedTuple):
 
     ``rotation``, ``translation``: (3, B, V, g, g) per role — queries sT(E), output sT(E)ᵀ, keys and values sT(P)ᵀ
     in row-vector form — as kron(I_{g/4}, ·) blocks, split so that a layer's blocks are ``rotation + s·translation``
-    for its scale s. ``cis``, ``cis_inverse``: the SO(2) rotations, tokens-major ((N, 1, F) or per sample
-    (B, N, 1, F), broadcasting over the heads; the real form with a trailing (cos, sin) axis while traced), or None.
+    for its scale s. ``cis``, ``cis_inverse``: the SO(2) rotations, tokens-major ((N, 1, 2F) or per sample
+    (B, N, 1, 2F), broadcasting over the heads; the real form with a trailing (cos, sin) axis while traced), or None.
     """
 
     rotation: torch.Tensor
