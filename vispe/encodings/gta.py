@@ -218,11 +218,14 @@ class GTA(PositionEncoding):
     def prepare(self, pos: Positions) -> None:
         self.tables(pos)
 
-    def _blocks(self, tables: GTATables, role: str, layer_idx: int) -> torch.Tensor:
-        """(B, V, g, g): this layer's block-diagonal SE(3) factor of ``role``, its translations scaled by s."""
+    def _blocks(self, tables: GTATables, role: str, layer_idx: int) -> torch.Tensor | None:
+        """(B, V, g, g): this layer's block-diagonal SE(3) factor of ``role``, its translations scaled by s (None
+        without SE(3) channels)."""
         if layer_idx >= self.depth:
             raise IndexError(f'GTA has a translation scale for {self.depth} layers; layer {layer_idx} asked. '
                              f'Build it with depth >= {layer_idx + 1}.')
+        if not self.se3_dim:
+            return None
         index = ROLES[role]
         return torch.addcmul(tables.rotation[index], tables.translation[index], self.trans_coeff[layer_idx].float())
 
@@ -246,7 +249,7 @@ class GTA(PositionEncoding):
         for start in range(0, se3, group):
             torch.bmm(rows_in[..., start:start + group], blocks, out=rows_out[..., start:start + group])
 
-    def _transform(self, x: torch.Tensor, pos: Positions, blocks: torch.Tensor,
+    def _transform(self, x: torch.Tensor, pos: Positions, blocks: torch.Tensor | None,
                    cis: torch.Tensor | None) -> torch.Tensor:
         """x (B, heads, prefix + N, d) with the SE(3) blocks right-multiplied by ``blocks`` (B|1, V, g, g) (row-vector
         form) and the SO(2) pairs rotated by ``cis``. Works tokens-major — (B, N, heads, d), where all heads and
@@ -256,7 +259,7 @@ class GTA(PositionEncoding):
         (exporters translate writes into slices of a new tensor unreliably), they are concatenated."""
         prefix, triv, se3, dim = pos.num_prefix_tokens, self.triv_dim, self.se3_dim, self.head_dim
         tokens = x[:, :, prefix:].transpose(1, 2)
-        recording = torch.is_grad_enabled() and (x.requires_grad or blocks.requires_grad)
+        recording = torch.is_grad_enabled() and (x.requires_grad or (blocks is not None and blocks.requires_grad))
         if TableCache.tracing() or recording or x.dtype != torch.float32:
             parts = [tokens[..., :triv]] if triv else []
             if se3:
