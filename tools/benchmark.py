@@ -60,7 +60,6 @@ import ctypes
 import io
 import json
 import shlex
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -74,10 +73,10 @@ from vispe.encodings import ComRoPE, PositionEncoding, TableCache
 from vispe.engine.arguments import (InvalidArgument, check_distinct, config_dict, existing_file, non_negative_int,
                                     positive_int, reported_by, run_main, writable_output)
 from vispe.engine.benchmark_common import (aligned_table, machine_description, machine_summary, markdown_table,
-                                           measure, write_text_atomically)
+                                           measure, round_ratios, write_text_atomically)
 from vispe.engine.benchmark_detector import CAMERA_TABLE_NOTE, benchmark_detectors, detector_tables
-from vispe.engine.benchmark_points import POINT_ENCODINGS, decoder_training_peak, point_layer_runs
-from vispe.engine.benchmark_views import DEPTH, EMBED_DIM, NUM_HEADS, view_layout, view_stack_runs
+from vispe.engine.benchmark_points import run_point_layer
+from vispe.engine.benchmark_views import run_view_stack, view_layout
 from vispe.geometry import Positions
 
 VIT_ONLY = ('--arch', '--encodings', '--configs', '--timm-models', '--layer', '--memory', '--backward', '--passes',
@@ -371,67 +370,6 @@ def run_detectors(args: argparse.Namespace, device: torch.device, command: str) 
                               + '\n')
 
 
-def report_table(out: Path | None, command: str, title: str, machine: str, rows: list[dict],
-                 cells: list[list[str]]) -> None:
-    """Print a layer benchmark's table; with ``out``, write out.json (command, machine, rows), out.md and out.csv."""
-    print(title, machine, aligned_table(cells), sep='\n')
-    if out:
-        write_text_atomically(out.with_suffix('.json'), json.dumps(dict(command=command, title=title, machine=machine,
-                                                                        rows=rows), indent=1))
-        write_text_atomically(out.with_suffix('.md'), f'{title}\n\n`{command}`\n\n{machine}\n\n'
-                                                      f'{markdown_table(cells)}\n')
-        write_text_atomically(out.with_suffix('.csv'), '\n'.join(','.join(line) for line in cells) + '\n')
-
-
-def round_ratios(result: dict, base: dict) -> dict[str, float]:
-    """A layer benchmark's ratio to its baseline: the median over rounds of the per-round ratio, and the highest."""
-    ratios = [seconds / base_seconds for seconds, base_seconds in zip(result['samples'], base['samples'])]
-    return dict(ratio=statistics.median(ratios), ratio_high=max(ratios))
-
-
-def run_point_layer(args: argparse.Namespace, device: torch.device, command: str) -> None:
-    """Point-layer mode: time one decoder layer per point encoding, print the table, write <out>.*."""
-    runs = point_layer_runs(args.batch, args.queries, args.points, args.backward, device)
-    results = measure(runs, device, args.repeats, args.warmup)
-    baseline = next(iter(results))
-    rows = []
-    for label, result in results.items():
-        row = dict(model=label, queries=args.queries, points=args.points, **result,
-                   **round_ratios(result, results[baseline]))
-        if args.memory and device.type == 'cpu':
-            row['decoder8_train_peak_bytes'] = decoder_training_peak(POINT_ENCODINGS[label], 8, args.batch,
-                                                                     args.queries, args.points, args.threads)
-        rows.append(row)
-    title = (f"point-detector decoder layer (d 256, 4 heads, 1 key/value head), "
-             f"{'forward + backward' if args.backward else 'forward'}, batch {args.batch}, Q {args.queries}, "
-             f'P {args.points}, {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, median of '
-             f'{args.repeats} interleaved repeats; x: median of the per-round ratios (highest)')
-    cells = [['encoding', 'ms', f'x {baseline}', '8-layer train step peak MB']]
-    cells += [[row['model'], f"{row['seconds'] * 1e3:.1f}", f"{row['ratio']:.2f} ({row['ratio_high']:.2f})",
-               f"{row['decoder8_train_peak_bytes'] / 2**20:.0f}" if 'decoder8_train_peak_bytes' in row else '-']
-              for row in rows]
-    report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells)
-
-
-def run_view_stack(args: argparse.Namespace, device: torch.device, command: str) -> None:
-    """View-stack mode: time the attention stack per view layout and encoding, print the table, write <out>.*."""
-    rows = []
-    for views, grid_rows, grid_cols in args.view_stack:
-        runs = view_stack_runs(args.batch, (views, grid_rows, grid_cols), args.backward, device)
-        results = measure(runs, device, args.repeats, args.warmup)
-        baseline = next(iter(results))
-        rows += [dict(layout=f'{views} x {grid_rows}x{grid_cols}', model=label, **result,
-                      **round_ratios(result, results[baseline])) for label, result in results.items()]
-    title = (f"{DEPTH} attention layers (d {EMBED_DIM}, {NUM_HEADS} heads) over views x grid tokens, "
-             f"{'forward + backward' if args.backward else 'forward'}, batch {args.batch}, {device}, "
-             f'{torch.get_num_threads()} threads, torch {torch.__version__}, '
-             f'median of {args.repeats} interleaved repeats; x: median of the per-round ratios (highest)')
-    cells = [['views x grid', 'encoding', 'ms', 'x plain SDPA']]
-    cells += [[row['layout'], row['model'], f"{row['seconds'] * 1e3:.1f}",
-               f"{row['ratio']:.3f} ({row['ratio_high']:.3f})"] for row in rows]
-    report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells)
-
-
 def size_rows(args: argparse.Namespace, size: int, pass_name: str, results: dict[str, dict], baselines: list[str],
               models: dict[str, torch.nn.Module] | None, specs: dict[str, dict | str] | None,
               device: torch.device) -> list[dict]:
@@ -446,9 +384,8 @@ def size_rows(args: argparse.Namespace, size: int, pass_name: str, results: dict
             if args.memory and device.type == 'cpu':
                 row['peak_bytes'] = measure_memory_in_subprocess(args, specs[label], size, pass_name == 'backward')
         for baseline in baselines:
-            ratios = [seconds / base for seconds, base in zip(result['samples'], results[baseline]['samples'])]
-            row[f'ratio_{baseline}'] = statistics.median(ratios)
-            row[f'ratio_{baseline}_high'] = max(ratios)
+            ratio = round_ratios(result, results[baseline])
+            row[f'ratio_{baseline}'], row[f'ratio_{baseline}_high'] = ratio['ratio'], ratio['ratio_high']
         rows.append(row)
     return rows
 

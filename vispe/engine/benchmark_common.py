@@ -1,4 +1,5 @@
-"""What vispe's benchmarks share: interleaved timing, the machine they ran on, tables and atomic output files.
+"""What vispe's benchmarks share: interleaved timing, per-round ratios, the machine they ran on, tables and
+atomic output files.
 
 Timings are medians of interleaved repeats (every run once per round), so slow drifts of a shared machine hit
 all runs alike; on CUDA each run is bracketed by device synchronisations. A run may also report the seconds of
@@ -7,6 +8,7 @@ run's label to a callable that returns, and clears, what the run's last call spe
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -133,3 +135,21 @@ def write_text_atomically(path: Path, text: str) -> Path:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def round_ratios(result: dict, base: dict) -> dict[str, float]:
+    """A layer benchmark's ratio to its baseline: the median over rounds of the per-round ratio, and the highest."""
+    ratios = [seconds / base_seconds for seconds, base_seconds in zip(result['samples'], base['samples'])]
+    return dict(ratio=statistics.median(ratios), ratio_high=max(ratios))
+
+
+def report_table(out: Path | None, command: str, title: str, machine: str, rows: list[dict],
+                 cells: list[list[str]]) -> None:
+    """Print a layer benchmark's table; with ``out``, write out.json (command, machine, rows), out.md and out.csv."""
+    print(title, machine, aligned_table(cells), sep='\n')
+    if out:
+        write_text_atomically(out.with_suffix('.json'), json.dumps(dict(command=command, title=title, machine=machine,
+                                                                        rows=rows), indent=1))
+        write_text_atomically(out.with_suffix('.md'), f'{title}\n\n`{command}`\n\n{machine}\n\n'
+                                                      f'{markdown_table(cells)}\n')
+        write_text_atomically(out.with_suffix('.csv'), '\n'.join(','.join(line) for line in cells) + '\n')

@@ -7,6 +7,7 @@ measured in a fresh process (CPU: Linux ``VmHWM``).
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
 import json
 import subprocess
@@ -16,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from vispe.engine.benchmark_common import machine_description, machine_summary, measure, report_table, round_ratios
 from vispe.geometry import Positions
 from vispe.models.vdetr.transformer import BoxRefinementDecoder
 
@@ -103,3 +105,27 @@ if __name__ == '__main__':
     if len(sys.argv) > 2:
         torch.set_num_threads(int(sys.argv[2]))
     probe_decoder_memory(sys.argv[1])
+
+
+def run_point_layer(args: argparse.Namespace, device: torch.device, command: str) -> None:
+    """Point-layer mode: time one decoder layer per point encoding, print the table, write <out>.*."""
+    runs = point_layer_runs(args.batch, args.queries, args.points, args.backward, device)
+    results = measure(runs, device, args.repeats, args.warmup)
+    baseline = next(iter(results))
+    rows = []
+    for label, result in results.items():
+        row = dict(model=label, queries=args.queries, points=args.points, **result,
+                   **round_ratios(result, results[baseline]))
+        if args.memory and device.type == 'cpu':
+            row['decoder8_train_peak_bytes'] = decoder_training_peak(POINT_ENCODINGS[label], 8, args.batch,
+                                                                     args.queries, args.points, args.threads)
+        rows.append(row)
+    title = (f"point-detector decoder layer (d 256, 4 heads, 1 key/value head), "
+             f"{'forward + backward' if args.backward else 'forward'}, batch {args.batch}, Q {args.queries}, "
+             f'P {args.points}, {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, median of '
+             f'{args.repeats} interleaved repeats; x: median of the per-round ratios (highest)')
+    cells = [['encoding', 'ms', f'x {baseline}', '8-layer train step peak MB']]
+    cells += [[row['model'], f"{row['seconds'] * 1e3:.1f}", f"{row['ratio']:.2f} ({row['ratio_high']:.2f})",
+               f"{row['decoder8_train_peak_bytes'] / 2**20:.0f}" if 'decoder8_train_peak_bytes' in row else '-']
+              for row in rows]
+    report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells)

@@ -15,6 +15,7 @@ from torch import nn
 
 from vispe.attention import Attention
 from vispe.encodings import build_encoding
+from vispe.engine.benchmark_common import machine_description, machine_summary, measure, report_table, round_ratios
 from vispe.geometry import Cameras, Positions
 
 # label -> encoding config (None: no encoding); the first is the baseline, the second the same stack again (the
@@ -92,3 +93,22 @@ def view_stack_runs(batch: int, layout: tuple[int, int, int], backward: bool,
                     stack(x, pos)
         runs[label] = run
     return runs
+
+
+def run_view_stack(args: argparse.Namespace, device: torch.device, command: str) -> None:
+    """View-stack mode: time the attention stack per view layout and encoding, print the table, write <out>.*."""
+    rows = []
+    for views, grid_rows, grid_cols in args.view_stack:
+        runs = view_stack_runs(args.batch, (views, grid_rows, grid_cols), args.backward, device)
+        results = measure(runs, device, args.repeats, args.warmup)
+        baseline = next(iter(results))
+        rows += [dict(layout=f'{views} x {grid_rows}x{grid_cols}', model=label, **result,
+                      **round_ratios(result, results[baseline])) for label, result in results.items()]
+    title = (f"{DEPTH} attention layers (d {EMBED_DIM}, {NUM_HEADS} heads) over views x grid tokens, "
+             f"{'forward + backward' if args.backward else 'forward'}, batch {args.batch}, {device}, "
+             f'{torch.get_num_threads()} threads, torch {torch.__version__}, '
+             f'median of {args.repeats} interleaved repeats; x: median of the per-round ratios (highest)')
+    cells = [['views x grid', 'encoding', 'ms', 'x plain SDPA']]
+    cells += [[row['layout'], row['model'], f"{row['seconds'] * 1e3:.1f}",
+               f"{row['ratio']:.3f} ({row['ratio_high']:.3f})"] for row in rows]
+    report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells)
