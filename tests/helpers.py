@@ -21,7 +21,7 @@ def tiny_vit(encoding=None, **overrides) -> vispe.VisionTransformer:
 
 
 def positions(grid, num_prefix_tokens=1) -> Positions:
-    return Positions(grid, num_prefix_tokens)
+    return Positions(grid, num_prefix_tokens=num_prefix_tokens)
 
 
 def load_tool(name: str) -> ModuleType:

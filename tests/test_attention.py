@@ -64,7 +64,7 @@ def test_same_parameter_names_and_output_as_timm() -> None:
 @pytest.mark.parametrize('mask', [None, 'float', 'bool'])
 def test_sdpa_path_equals_explicit_path(encoding, mask) -> None:
     fused, explicit = make_pair()
-    pos = Positions((4, 4), 1)
+    pos = Positions((4, 4), num_prefix_tokens=1)
     if encoding == 'probe':
         built = HookProbe()
     elif encoding is None:
@@ -86,7 +86,7 @@ def test_sdpa_path_equals_explicit_path(encoding, mask) -> None:
 def test_hooks_change_the_output_as_their_maths_says() -> None:
     layer = Attention(DIM, num_heads=HEADS).eval()
     probe = HookProbe()
-    pos = Positions((4, 4), 1)
+    pos = Positions((4, 4), num_prefix_tokens=1)
     x = torch.randn(2, 17, DIM)
     q, k, v = layer.qkv(x).reshape(2, 17, 3, HEADS, DIM // HEADS).permute(2, 0, 3, 1, 4).unbind(0)
     q, k, v = q.flip(-1), k.flip(-1), v * 2
@@ -99,7 +99,7 @@ def test_hooks_change_the_output_as_their_maths_says() -> None:
 def test_probabilities_reach_transform_out_only_when_asked() -> None:
     layer = Attention(DIM, num_heads=HEADS).eval()
     probe = HookProbe(probs_at=(1,))
-    pos = Positions((4, 4), 1)
+    pos = Positions((4, 4), num_prefix_tokens=1)
     x = torch.randn(2, 17, DIM)
     layer(x, pos, probe, 0)
     assert probe.seen_probs == []

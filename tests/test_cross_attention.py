@@ -106,7 +106,7 @@ def test_two_positions_on_the_same_grid_equal_self_attention(cfg) -> None:
     """The cross-attention path (query and key positions apart, built from coordinates) gives the same
     logits as the self-attention path (cached grid tables) when both sides are the same grid."""
     encoding = build(cfg)
-    pos, twin = Positions((4, 5), 1), Positions((4, 5), 1)
+    pos, twin = Positions((4, 5), num_prefix_tokens=1), Positions((4, 5), num_prefix_tokens=1)
     q, k = torch.randn(2, HEADS, 21, DIM // HEADS), torch.randn(2, HEADS, 21, DIM // HEADS)
     assert max_diff(relative_logits(encoding, pos, twin, q, k), relative_logits(encoding, pos, pos, q, k)) <= 1e-4
 
@@ -119,9 +119,9 @@ def test_cross_attention_logits_follow_the_query_key_offset(cfg) -> None:
     encoding = build(cfg, prefix=0)
     grid = (4, 5)
     references = torch.tensor([[0.3, 1.7], [2.0, 2.0], [3.2, 0.4]])
-    keys = Positions(grid, 0)
+    keys = Positions(grid)
     queries = Positions(coords=references)
-    moved_keys = Positions(grid, 0, coords=keys.patch_coords() + torch.tensor([2.0, -3.0]))
+    moved_keys = Positions(grid, coords=keys.patch_coords() + torch.tensor([2.0, -3.0]))
     moved_queries = Positions(coords=references + torch.tensor([2.0, -3.0]))
     q, k = torch.randn(1, HEADS, 3, DIM // HEADS), torch.randn(1, HEADS, 20, DIM // HEADS)
     logits = relative_logits(encoding, queries, keys, q, k)
@@ -141,3 +141,26 @@ def test_a_plugin_with_one_position_hooks_is_refused_with_the_new_signature(hook
                                         rf'Hooks now receive the query-side and the key-side positions: write '
                                         rf'{hook}\(self, .*pos_q'):
         type('MyPE', (PositionEncoding,), {hook: namespace[hook]})
+
+
+def test_a_hook_is_judged_by_its_parameter_names_not_their_count() -> None:
+    """A correct transform_out that leaves out pos_k (four positional parameters, as the old one-position hook had)
+    is accepted and called without it; an old hook named pos with the new count is refused."""
+    calls = []
+
+    class Halved(PositionEncoding):
+        def transform_out(self, out, pos_q, layer_idx, probs=None):
+            calls.append((pos_q.num_positions, probs is None))
+            return out * 0.5
+
+    attention = Attention(DIM, num_heads=HEADS)
+    x, pos = torch.randn(1, 5, DIM), Positions((2, 2), num_prefix_tokens=1)
+    plain = attention(x, pos, None)
+    halved = attention(x, pos, Halved())
+    assert calls == [(4, True)]
+    bias = attention.proj.bias
+    assert max_diff(halved, 0.5 * (plain - bias) + bias) <= 1e-5  # the output projection is linear
+    with pytest.raises(TypeError, match=r'Old.rotate\(self, q, k, pos, layer_idx, extra\) has the one-position'):
+        class Old(PositionEncoding):
+            def rotate(self, q, k, pos, layer_idx, extra=None):
+                return q, k

@@ -38,7 +38,7 @@ def flex_encodings() -> list[tuple[str, vispe.encodings.PositionEncoding]]:
 def test_offset_tables_give_the_dense_bias_of_every_layer(name, encoding) -> None:
     """Every layer: the tables' dense bias equals logits_bias, masked keys (−inf) exactly where LookHere puts its
     largest-bfloat16 penalty; on a non-square grid, prefix tokens included."""
-    pos = Positions((3, 5), getattr(encoding, 'num_prefix_tokens', 1))
+    pos = Positions((3, 5), num_prefix_tokens=getattr(encoding, 'num_prefix_tokens', 1))
     for layer in range(3):
         offset_bias, block_mask = encoding.flex_bias(pos, pos, layer)
         dense = offset_bias.dense()
@@ -74,11 +74,11 @@ def test_flex_kernel_skips_masked_tiles_and_matches_sdpa() -> None:
     """A 24×24 grid (577 tokens, five 128-token tiles): heads that look up skip the tiles below them."""
     torch.manual_seed(0)
     encoding = LookHere(num_heads=4, depth=1, directions='halves')
-    pos = Positions((24, 24), 1)
+    pos = Positions((24, 24), num_prefix_tokens=1)
     encoding.kernel = 'flex'
     offset_bias, block_mask = encoding.flex_bias(pos, pos, 0)
     assert block_mask.sparsity() > 0
-    assert encoding._cache.nbytes() >= sum(t.numel() * t.element_size() for t in block_mask.as_tuple()
+    assert encoding.table_cache.nbytes() >= sum(t.numel() * t.element_size() for t in block_mask.as_tuple()
                                            if isinstance(t, torch.Tensor))
     q, k, v = (torch.randn(1, 4, pos.num_tokens, 16) for _ in range(3))
     with torch.no_grad():
@@ -88,7 +88,7 @@ def test_flex_kernel_skips_masked_tiles_and_matches_sdpa() -> None:
 
 
 def test_auto_kernel_takes_flex_only_where_measured_faster() -> None:
-    small, large = Positions((32, 32), 1), Positions((48, 48), 1)
+    small, large = Positions((32, 32), num_prefix_tokens=1), Positions((48, 48), num_prefix_tokens=1)
     lookhere = LookHere(num_heads=4, depth=1)
     assert lookhere.flex_bias(small, small, 0) is None and lookhere.flex_bias(large, large, 0) is not None
     lookhere.kernel = 'sdpa'

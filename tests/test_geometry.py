@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vispe.geometry import Positions, feature_grid_size, grid_coords
+from vispe.geometry import CameraGeometry, Positions, SceneGeometry, feature_grid_size, grid_coords
 
 
 def test_grid_coords_are_row_major_row_col() -> None:
@@ -24,7 +24,7 @@ def test_feature_grid_size() -> None:
 
 
 def test_positions_memo_builds_once_per_forward() -> None:
-    pos = Positions((3, 4), 1)
+    pos = Positions((3, 4), num_prefix_tokens=1)
     calls = []
     for _ in range(3):
         pos.memo('table', lambda: calls.append(1) or torch.zeros(1))
@@ -35,8 +35,8 @@ def test_positions_memo_builds_once_per_forward() -> None:
 
 def test_positions_check_explicit_coords() -> None:
     with pytest.raises(ValueError, match='has 10 rows but the sequence has 12 positioned tokens'):
-        Positions((3, 4), 1, coords=torch.zeros(10, 2))
-    assert not Positions((1, 2), 0, coords=torch.zeros(2, 2)).has_default_coords
+        Positions((3, 4), num_prefix_tokens=1, coords=torch.zeros(10, 2))
+    assert not Positions((1, 2), coords=torch.zeros(2, 2)).has_default_coords
 
 
 def test_positions_describe_tokens_of_any_dimension() -> None:
@@ -44,7 +44,7 @@ def test_positions_describe_tokens_of_any_dimension() -> None:
     assert points.num_tokens == 50 and points.coord_dim == 3 and points.grid_size is None
     queries = Positions(num_positions=7)
     assert queries.num_tokens == 7 and queries.coord_dim is None
-    views = Positions((2, 3), 0, num_views=4)
+    views = Positions((2, 3), num_views=4)
     assert views.num_tokens == 24
     assert views.view_ids().tolist() == [v for v in range(4) for _ in range(6)]
     with pytest.raises(ValueError, match='needs a grid_size, coords or num_positions'):
@@ -54,7 +54,7 @@ def test_positions_describe_tokens_of_any_dimension() -> None:
 @pytest.mark.parametrize('kwargs, message', [
     (dict(coords=torch.zeros(2, 3, 4, 2)), r'coords must be \(N, D\) or \(B, N, D\); got a tensor of rank 4'),
     (dict(coords=torch.zeros(5)), 'got a tensor of rank 1'),
-    (dict(grid_size=(2, 2), boxes=torch.zeros(1, 4, 6)), r'boxes must be \(B, 4, 7\)'),
+    (dict(grid_size=(2, 2), scene=SceneGeometry(boxes=torch.zeros(1, 4, 6))), r'boxes must be \(B, 4, 7\)'),
     (dict(grid_size=(2, 2), valid_mask=torch.ones(1, 2, 3, dtype=torch.bool)), r'valid_mask must be a bool tensor'),
     (dict(grid_size=(2, 2), valid_mask=torch.ones(1, 2, 2)), 'got torch.float32'),
     (dict(grid_size=(2, 2), num_views=0), 'num_views must be at least 1'),
@@ -68,7 +68,7 @@ def test_positions_refuse_cameras_of_another_view_count() -> None:
     class TwoCameras:
         num_views = 2
     with pytest.raises(ValueError, match='3 views but its cameras have 2'):
-        Positions((2, 2), num_views=3, cameras=TwoCameras())
+        Positions((2, 2), num_views=3, camera=CameraGeometry(TwoCameras()))
 
 
 def test_multi_view_and_point_positions_are_refused_by_grid_encodings() -> None:
@@ -78,11 +78,26 @@ def test_multi_view_and_point_positions_are_refused_by_grid_encodings() -> None:
         Positions(coords=torch.zeros(4, 3)).patch_coords()
 
 
+def test_positions_take_the_grid_positionally_and_the_rest_by_keyword() -> None:
+    with pytest.raises(TypeError, match=r'Positions takes only the grid size positionally; pass the rest by keyword: '
+                                        r'Positions\(\(4, 4\), num_prefix_tokens=1, patch_size=\(16, 16\)\)'):
+        Positions((4, 4), 1, (16, 16))
+    with pytest.raises(TypeError, match=r'Positions.camera must be a CameraGeometry .*; got Tensor'):
+        Positions((4, 4), camera=torch.zeros(1, 3, 3))
+    with pytest.raises(ValueError, match='CameraGeometry needs the cameras'):
+        CameraGeometry(None, depth=torch.zeros(1, 1, 4, 4))
+    pos = Positions((4, 4), num_prefix_tokens=1, scene=SceneGeometry(bounds=torch.zeros(1, 2, 3)))
+    assert pos.geometry() == ('grid', 'bounds') and pos.has('bounds') and not pos.has('cameras')
+    with pytest.raises(ValueError, match=r"KPE needs cameras, crop_boxes in its positions, which carry grid, bounds\. "
+                                         r'Give cameras: the cameras of the views'):
+        pos.require('grid', 'cameras', 'crop_boxes', user='KPE')
+
+
 def test_updated_positions_carry_the_next_layer_state_with_a_fresh_memo() -> None:
     boxes = torch.zeros(1, 3, 7)
-    pos = Positions(coords=torch.zeros(1, 3, 3), boxes=boxes)
+    pos = Positions(coords=torch.zeros(1, 3, 3), scene=SceneGeometry(boxes=boxes))
     pos.memo('table', lambda: 1)
-    refined = pos.updated(boxes=boxes + 1)
-    assert refined.boxes[0, 0, 0] == 1 and pos.boxes[0, 0, 0] == 0
+    refined = pos.updated(scene=SceneGeometry(boxes=boxes + 1))
+    assert refined.scene.boxes[0, 0, 0] == 1 and pos.scene.boxes[0, 0, 0] == 0
     assert refined.memo('table', lambda: 2) == 2 and pos.memo('table', lambda: 3) == 1
     assert refined.coords is pos.coords

@@ -35,7 +35,7 @@ def test_list_encodings_table() -> None:
     ape = next(info for info in table if info.name == 'LearnedAPE')
     assert ape.hooks == ('embed',) and ape.family == 'absolute'
     text = str(table)
-    assert text.splitlines()[0].split() == ['name', 'family', 'hooks', 'needs', 'options', 'paper']
+    assert text.splitlines()[0].split() == ['name', 'family', 'hooks', 'requires', 'options', 'paper']
     assert "| `SinCos2D` | absolute | embed | grid | temperature=10000.0, resize='extend' (test-time) |" in table.markdown()
 
 
@@ -56,7 +56,7 @@ def test_unknown_type_in_vispe_registry_build() -> None:
 
 def test_a_model_is_not_an_encoding() -> None:
     with pytest.raises(TypeError, match="'TimmViT' is registered but is not an encoding: it is "
-                                        "vispe.models.vit.create_vit, not a subclass of vispe.PositionEncoding"):
+                                        "vispe.models.vit_factory.create_vit, not a subclass of vispe.PositionEncoding"):
         vispe.build_encoding(dict(type='TimmViT'))
 
 

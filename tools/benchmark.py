@@ -69,15 +69,16 @@ import timm
 import torch
 
 import vispe
-from vispe.encodings import ComRoPE, PositionEncoding, TableCache
+from vispe.encodings import ComRoPE, PositionEncoding
 from vispe.engine.arguments import (InvalidArgument, check_distinct, config_dict, existing_file, non_negative_int,
                                     positive_int, reported_by, run_main, writable_output)
-from vispe.engine.benchmark_common import (aligned_table, machine_description, machine_summary, markdown_table,
-                                           measure, round_ratios, write_text_atomically)
+from vispe.engine.benchmark_common import (machine_description, machine_summary, markdown_table, measure, round_ratios,
+                                           write_text_atomically)
 from vispe.engine.benchmark_detector import CAMERA_TABLE_NOTE, benchmark_detectors, detector_tables
 from vispe.engine.benchmark_points import run_point_layer
 from vispe.engine.benchmark_views import run_view_stack, view_layout
 from vispe.geometry import Positions
+from vispe.text_table import aligned_table
 
 VIT_ONLY = ('--arch', '--encodings', '--configs', '--timm-models', '--layer', '--memory', '--backward', '--passes',
             '--compile')
@@ -250,9 +251,8 @@ def build_models(args: argparse.Namespace, device: torch.device) -> dict[str, to
 
 
 def cached_table_bytes(model: torch.nn.Module) -> int:
-    """Bytes of the grid tables the model's encodings keep cached."""
-    return sum(module._cache.nbytes() for module in model.modules() if isinstance(getattr(module, '_cache', None),
-                                                                                  TableCache))
+    """Bytes of the tables the model's encodings keep across forwards."""
+    return sum(module.table_cache.nbytes() for module in model.modules() if isinstance(module, vispe.PositionEncoding))
 
 
 def _proc_status_kb(field: str) -> int:
@@ -320,10 +320,12 @@ def layer_runs(args: argparse.Namespace, size: int, device: torch.device,
                        ('ComRoPE LD b=2', dict(type='ComRoPE', variant='LD')),
                        ('ComRoPE LD b=8', dict(type='ComRoPE', variant='LD', block_size=8))]:
         encoding = vispe.build_encoding(cfg, **context).to(device).eval()
-        runs[label] = lambda encoding=encoding: attention(x, Positions(grid, 1, device=device), encoding, 0)
+        runs[label] = lambda encoding=encoding: attention(x, Positions(grid, num_prefix_tokens=1, device=device),
+                                                          encoding, 0)
         if isinstance(encoding, ComRoPE):
             dense = DenseComRoPE(encoding)
-            runs[f'{label} dense d×d'] = lambda dense=dense: attention(x, Positions(grid, 1, device=device), dense, 0)
+            runs[f'{label} dense d×d'] = lambda dense=dense: attention(
+                x, Positions(grid, num_prefix_tokens=1, device=device), dense, 0)
     if backward:
         x.requires_grad_(True)
         return {label: (lambda run=run: run().sum().backward()) for label, run in runs.items()}

@@ -61,7 +61,7 @@ def main() -> int:
         torch.manual_seed(args.seed)
         encoding = vispe.build_encoding(cfg, **context).eval()
         label = cfg if isinstance(cfg, str) else cfg['type']
-        if 'embed' in encoding.active_hooks:
+        if encoding.implements('position_embedding'):
             rows.append((label, 'cosine similarity', [embedding_similarity(encoding, grid, query, args.embed_dim)]))
         elif encoding.active_hooks & {'rotate', 'logits_bias'}:
             maps = relative_logits(encoding, grid, query, args.heads, head_dim, seed=args.seed)

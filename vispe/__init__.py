@@ -8,15 +8,16 @@ from vispe.registry import ENCODINGS, METRICS, MODELS, DATASETS, TRANSFORMS, loa
 from vispe.checkpoint import CheckpointMismatchError, NonFiniteWeightsError, load_checkpoint
 from vispe.serialization import CorruptCheckpointError, UnsafeCheckpointError
 from vispe import datasets, evaluation  # noqa: F401 (registers datasets and metrics)
-from vispe.encodings import PositionEncoding, build_encoding, list_encodings
+from vispe.encodings import PositionEncoding, build_encoding, list_encodings, list_hosts
 from vispe.geometry import Positions
 from vispe.models import VisionTransformer, create_vit, retrofit
 from vispe.visualization import capture_attention
 
-__version__ = '0.1.0'
+__version__ = '0.2.0'
 
 __all__ = [
     'DATASETS', 'ENCODINGS', 'METRICS', 'MODELS', 'TRANSFORMS', 'CheckpointMismatchError', 'CorruptCheckpointError',
     'NonFiniteWeightsError', 'PositionEncoding', 'Positions', 'UnsafeCheckpointError', 'VisionTransformer',
-    'build_encoding', 'capture_attention', 'create_vit', 'list_encodings', 'load_checkpoint', 'load_plugins', 'retrofit',
+    'build_encoding', 'capture_attention', 'create_vit', 'list_encodings', 'list_hosts', 'load_checkpoint',
+    'load_plugins', 'retrofit',
 ]

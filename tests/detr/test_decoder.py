@@ -106,9 +106,12 @@ class CameraProbe(PositionEncoding):
         super().__init__()
         self.embed_dim = embed_dim
 
+    def position_embedding(self, pos):
+        CameraProbe.seen.append(None if pos.camera is None else pos.camera.cameras)
+        return torch.zeros(1, pos.num_positions, self.embed_dim)
+
     def embed(self, x, pos):
-        CameraProbe.seen.append(pos.cameras)
-        return x
+        return x + self.position_embedding(pos)
 
 
 def camera_sample(focal: float) -> dict:

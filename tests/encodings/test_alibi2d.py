@@ -11,7 +11,7 @@ from vispe.geometry import Positions
 
 def test_closed_form_on_a_small_grid() -> None:
     encoding = ALiBi2D(num_heads=2, num_prefix_tokens=1)
-    pos = Positions((2, 3), 1)
+    pos = Positions((2, 3), num_prefix_tokens=1)
     bias = encoding.logits_bias(None, None, pos, pos, 0)
     assert bias.shape == (1, 2, 7, 7)
     slopes = [2 ** -4, 2 ** -8]
@@ -25,7 +25,7 @@ def test_closed_form_on_a_small_grid() -> None:
 
 def test_distance_scale_is_a_test_time_option() -> None:
     encoding = ALiBi2D(num_heads=4, num_prefix_tokens=0)
-    pos = Positions((3, 3), 0)
+    pos = Positions((3, 3))
     base = encoding.bias(pos)
     encoding.distance_scale = 0.5
-    assert torch.allclose(encoding.bias(Positions((3, 3), 0)), base * 0.5)
+    assert torch.allclose(encoding.bias(Positions((3, 3))), base * 0.5)

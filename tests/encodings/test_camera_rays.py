@@ -7,7 +7,7 @@ import torch
 
 from vispe.encodings import CameraRays
 from vispe.encodings.camera import inverse_sigmoid
-from vispe.geometry import Cameras, Positions, depth_bins
+from vispe.geometry import CameraGeometry, Cameras, Positions, depth_bins
 
 RANGE = (-10.0, -10.0, -10.0, 10.0, 10.0, 10.0)
 
@@ -35,12 +35,12 @@ def test_lifted_points_project_back_to_their_pixels_and_depths(layout: str) -> N
     encoding = CameraRays(embed_dim=16, depth_num=6, depth_start=1.0, position_range=RANGE)
     rig = cameras()
     if layout == 'grid':
-        pos = Positions(grid_size=(3, 4), num_views=2, cameras=rig)
+        pos = Positions(grid_size=(3, 4), num_views=2, camera=CameraGeometry(rig))
         rows, cols = torch.meshgrid(torch.arange(3) * 8 + 3.5, torch.arange(4) * 8 + 3.5, indexing='ij')
         pixels = torch.stack([cols, rows], -1).reshape(1, 1, 12, 2).expand(2, 2, 12, 2)
     else:
         coords = torch.tensor([[[0.0, 0.0], [23.0, 31.0], [5.0, 17.0], [12.0, 3.0]]]).expand(2, 4, 2)
-        pos = Positions(coords=coords, num_views=2, cameras=rig)
+        pos = Positions(coords=coords, num_views=2, camera=CameraGeometry(rig))
         pixels = coords.flip(-1).reshape(2, 2, 2, 2)
     points = unnormalised_points(encoding, pos).unflatten(1, (2, -1))            # (B, V, T, D, 3)
     homogeneous = torch.cat([points, torch.ones_like(points[..., :1])], -1)
@@ -57,7 +57,7 @@ def test_lifted_points_project_back_to_their_pixels_and_depths(layout: str) -> N
 def test_embedding_is_added_to_the_tokens_after_the_prefix() -> None:
     torch.manual_seed(0)
     encoding = CameraRays(embed_dim=8, depth_num=4, position_range=RANGE)
-    pos = Positions(grid_size=(3, 4), num_views=2, cameras=cameras(), num_prefix_tokens=1)
+    pos = Positions(grid_size=(3, 4), num_views=2, num_prefix_tokens=1, camera=CameraGeometry(cameras()))
     x = torch.randn(2, 25, 8)
     out = encoding.embed(x, pos)
     assert torch.equal(out[:, 0], x[:, 0])
@@ -67,9 +67,9 @@ def test_embedding_is_added_to_the_tokens_after_the_prefix() -> None:
 
 def test_bad_positions_name_the_fix() -> None:
     encoding = CameraRays(embed_dim=8, position_range=RANGE)
-    with pytest.raises(ValueError, match='Positions.cameras'):
+    with pytest.raises(ValueError, match='needs cameras in its positions'):
         encoding.embed(torch.zeros(1, 12, 8), Positions(grid_size=(3, 4)))
     with pytest.raises(ValueError, match='equal size'):
-        encoding.embed(torch.zeros(2, 5, 8), Positions(coords=torch.zeros(2, 5, 2), num_views=2, cameras=cameras()))
+        encoding.embed(torch.zeros(2, 5, 8), Positions(coords=torch.zeros(2, 5, 2), num_views=2, camera=CameraGeometry(cameras())))
     with pytest.raises(ValueError, match='max > min'):
         CameraRays(embed_dim=8, position_range=(0, 0, 0, -1, 1, 1))

@@ -28,7 +28,7 @@ def dense_rotation(encoding: ComRoPE, positions: torch.Tensor, layer: int) -> to
 @pytest.mark.parametrize('variant, block_size', VARIANTS)
 def test_blockwise_rotation_equals_dense_matrix_exp(variant, block_size) -> None:
     encoding = build(variant, block_size)
-    pos = Positions((3, 4), 1)
+    pos = Positions((3, 4), num_prefix_tokens=1)
     q, k = torch.randn(2, 3, 13, 16), torch.randn(2, 3, 13, 16)
     for layer in range(2):
         rotated_q, rotated_k = encoding.rotate(q, k, pos, pos, layer)
@@ -43,7 +43,7 @@ def test_eigenbasis_rotation_matches_matrix_exp_forward_and_backward(variant, bl
     q equal those through the per-token matrix exponential."""
     torch.manual_seed(0)
     encoding = build(variant, block_size).double()
-    pos = Positions((3, 4), 1)
+    pos = Positions((3, 4), num_prefix_tokens=1)
     q = torch.randn(2, 3, 13, 16, dtype=torch.float64, requires_grad=True)
     weights = torch.randn(2, 3, 13, 16, dtype=torch.float64)
     table = encoding.build_table(pos)
@@ -75,7 +75,7 @@ def test_degenerate_or_odd_blocks_use_matrix_exp(options) -> None:
     """Zero generators (init_std=0) have no eigenbasis, odd blocks none of even size: both take the matrix
     exponential per token; zero generators are the identity."""
     encoding = ComRoPE(head_dim=12, depth=1, num_heads=2, variant='LD', **options)
-    pos = Positions((2, 3), 1)
+    pos = Positions((2, 3), num_prefix_tokens=1)
     table = encoding.build_table(pos)
     assert isinstance(table, torch.Tensor) and table.shape[-2:] == (options['block_size'],) * 2
     q = torch.randn(1, 2, 7, 12)
@@ -98,12 +98,12 @@ def test_rotation_is_orthogonal_and_satisfies_the_rope_equation(variant, block_s
 
 def test_positions_are_normalised_and_the_cls_token_sits_at_the_centre() -> None:
     encoding = build('AP', 2)
-    positions = encoding.positions(Positions((2, 4), 1))
+    positions = encoding.positions(Positions((2, 4), num_prefix_tokens=1))
     assert torch.allclose(positions[0], torch.tensor([0.5, 0.5]))
     assert torch.allclose(positions[1], torch.tensor([0.25, 0.125]))
     assert torch.allclose(positions[-1], torch.tensor([0.75, 0.875]))
     q = torch.randn(1, 3, 9, 16)
-    pos = Positions((2, 4), 1)
+    pos = Positions((2, 4), num_prefix_tokens=1)
     rotated, _ = encoding.rotate(q, q, pos, pos, 0)
     assert not torch.allclose(rotated[:, :, 0], q[:, :, 0])
 
@@ -122,7 +122,7 @@ def test_ld_multipliers_are_shared_across_heads_and_per_layer() -> None:
 
 def test_perturbation_only_while_training_and_within_half_a_patch() -> None:
     encoding = build('AP', 2, perturbation=1.0)
-    pos = Positions((4, 4), 0)
+    pos = Positions((4, 4))
     exact = encoding.eval().positions(pos)
     jittered = encoding.train().positions(pos)
     shift = (jittered - exact) * 4

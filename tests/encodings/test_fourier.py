@@ -11,7 +11,7 @@ from vispe.geometry import Positions
 
 def test_equals_the_formula() -> None:
     encoding = FourierFeatures(embed_dim=12, fourier_dim=8, hidden_dim=5, gamma=2.0)
-    pos = Positions((3, 4), 1)
+    pos = Positions((3, 4), num_prefix_tokens=1)
     x = torch.randn(2, 13, 12)
     rows, cols = torch.meshgrid(torch.arange(3.0), torch.arange(4.0), indexing='ij')
     p = torch.stack([rows.flatten() + 0.5, cols.flatten() + 0.5], dim=-1)
@@ -32,7 +32,7 @@ def test_w_r_std_is_one_over_gamma() -> None:
 
 def test_normalised_positions_are_patch_centres_over_the_grid() -> None:
     encoding = FourierFeatures(embed_dim=8, normalize=True)
-    positions = encoding.positions(Positions((2, 4), 0))
+    positions = encoding.positions(Positions((2, 4)))
     assert torch.allclose(positions[0], torch.tensor([0.25, 0.125]))
     assert torch.allclose(positions[-1], torch.tensor([0.75, 0.875]))
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from vispe.attention import Attention
 from vispe.encodings import GTA
 from vispe.encodings.gta import so2_angles
-from vispe.geometry import Cameras, Positions
+from vispe.geometry import CameraGeometry, Cameras, Positions
 
 IMAGE = (32, 48)
 
@@ -35,8 +35,7 @@ def cameras(extrinsics: torch.Tensor) -> Cameras:
 
 
 def views(extrinsics: torch.Tensor, grid: tuple[int, int] = (3, 4), prefix: int = 0) -> Positions:
-    return Positions(grid_size=grid, num_views=extrinsics.shape[1], cameras=cameras(extrinsics),
-                     num_prefix_tokens=prefix)
+    return Positions(grid_size=grid, num_views=extrinsics.shape[1], num_prefix_tokens=prefix, camera=CameraGeometry(cameras(extrinsics)))
 
 
 def gta_attention(encoding: GTA, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pos_q: Positions,
@@ -87,7 +86,7 @@ def test_so2_logits_depend_only_on_the_coordinate_offset() -> None:
     pixels = torch.rand(2, 10, 2, generator=generator) * torch.tensor(IMAGE)
 
     def logits(coords: torch.Tensor) -> torch.Tensor:
-        pos = Positions(coords=coords, cameras=cameras(identity))
+        pos = Positions(coords=coords, camera=CameraGeometry(cameras(identity)))
         q, k, _ = qkv(generator.manual_seed(5), 10, 10, dim=16)
         q, k = encoding.rotate(q, k, pos, pos, 0)
         return q @ k.transpose(-1, -2)
@@ -135,7 +134,7 @@ def test_transform_sdpa_inverse_equals_the_explicit_formula() -> None:
     encoding = GTA(head_dim=24, depth=1, se3_dim=8, so2_freqs=3, trans_coeff=0.5)
     inputs, target = rigid(2 * 2, generator).view(2, 2, 4, 4), rigid(2, generator).view(2, 1, 4, 4)
     pixels = torch.randint(0, IMAGE[0], (2, 5, 2), generator=generator).float()
-    pos_k, pos_q = views(inputs, grid=(2, 3)), Positions(coords=pixels, cameras=cameras(target))
+    pos_k, pos_q = views(inputs, grid=(2, 3)), Positions(coords=pixels, camera=CameraGeometry(cameras(target)))
     q, k, v = qkv(generator, 5, 12, dim=24)
     got = gta_attention(encoding, q, k, v, pos_q, pos_k)
 
@@ -196,12 +195,12 @@ def test_bad_input_names_the_fix() -> None:
         GTA(head_dim=32, depth=1, se3_dim=6)
     encoding = GTA(head_dim=16, depth=1)
     q, k, _ = qkv(torch.Generator().manual_seed(7), 12, 12, dim=16)
-    with pytest.raises(ValueError, match='Positions.cameras'):
+    with pytest.raises(ValueError, match='needs cameras in its positions'):
         encoding.rotate(q, k, Positions(grid_size=(3, 4)), Positions(grid_size=(3, 4)), 0)
     with pytest.raises(IndexError, match='depth >= 2'):
         pos = views(torch.eye(4).expand(2, 1, 4, 4))
         encoding.rotate(q, k, pos, pos, 1)
-    rays = Positions(coords=torch.zeros(2, 5, 2), num_views=2, cameras=cameras(torch.eye(4).expand(2, 2, 4, 4)))
+    rays = Positions(coords=torch.zeros(2, 5, 2), num_views=2, camera=CameraGeometry(cameras(torch.eye(4).expand(2, 2, 4, 4))))
     with pytest.raises(ValueError, match='equal size'):
         encoding.rotate(q[:, :, :5], k, rays, views(torch.eye(4).expand(2, 1, 4, 4)), 0)
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from vispe.encodings import GTA
-from vispe.geometry import Cameras, Positions
+from vispe.geometry import CameraGeometry, Cameras, Positions
 
 from ..conftest import REPO_ROOT
 
@@ -21,9 +21,8 @@ def cameras(extrinsics: torch.Tensor) -> Cameras:
     return Cameras(intrinsics=intrinsics, lidar2cam=extrinsics, image_size=tuple(GOLDEN['image_size'].tolist()))
 
 
-INPUT_VIEWS = Positions(grid_size=tuple(GOLDEN['grid_size'].tolist()), num_views=2,
-                        cameras=cameras(GOLDEN['extrinsics']))
-TARGET_RAYS = Positions(coords=GOLDEN['ray_pixels'].float(), cameras=cameras(GOLDEN['target_extrinsics']))
+INPUT_VIEWS = Positions(grid_size=tuple(GOLDEN['grid_size'].tolist()), num_views=2, camera=CameraGeometry(cameras(GOLDEN['extrinsics'])))
+TARGET_RAYS = Positions(coords=GOLDEN['ray_pixels'].float(), camera=CameraGeometry(cameras(GOLDEN['target_extrinsics'])))
 
 
 @pytest.mark.parametrize('case, on', [('self', 'qkvo'), ('self_qk', 'qk'), ('cross', 'qkvo')])

@@ -52,7 +52,7 @@ def test_product_buckets_by_hand() -> None:
 def test_bias_is_translation_invariant(method) -> None:
     encoding = build(method=method, mode='bias', on='k', shared_head=False, num_prefix_tokens=0)
     grid = (6, 7)
-    pos = Positions(grid, 0)
+    pos = Positions(grid)
     bias = encoding.logits_bias(None, None, pos, pos, 0)[0]
     offsets = relative_offsets(grid)
     flat_offsets = (offsets[..., 0] * 100 + offsets[..., 1]).flatten()
@@ -64,7 +64,7 @@ def test_bias_is_translation_invariant(method) -> None:
 
 def test_q_side_uses_the_reversed_offset() -> None:
     encoding = build(method='product', mode='bias', on='q', num_prefix_tokens=0)
-    pos = Positions((3, 4), 0)
+    pos = Positions((3, 4))
     ids = encoding.bucket_ids(pos)[0]
     table = encoding.lookup_q[0, 0, 0]
     bias = encoding.logits_bias(None, None, pos, pos, 0)[0, 0]
@@ -74,7 +74,7 @@ def test_q_side_uses_the_reversed_offset() -> None:
 
 def test_contextual_terms_equal_their_definitions() -> None:
     encoding = build(method='product', mode='contextual', on='qkv', num_prefix_tokens=1)
-    pos = Positions((3, 3), 1)
+    pos = Positions((3, 3), num_prefix_tokens=1)
     ids = encoding.bucket_ids(pos)[0]
     q, k = torch.randn(2, 2, 10, 8), torch.randn(2, 2, 10, 8)
     r_k, r_q, r_v = encoding.lookup_k[0, 0, 0], encoding.lookup_q[0, 0, 0], encoding.lookup_v[0, 0, 0]
@@ -95,7 +95,7 @@ def test_sdpa_path_equals_explicit_path(on, mode) -> None:
     explicit = Attention(32, num_heads=4).eval()
     explicit.load_state_dict(fused.state_dict())
     explicit.fused_attn = False
-    pos = Positions((4, 5), 1)
+    pos = Positions((4, 5), num_prefix_tokens=1)
     x = torch.randn(2, 21, 32)
     assert max_diff(fused(x, pos, encoding, 0), explicit(x, pos, encoding, 0)) <= 1e-5
 
@@ -107,7 +107,7 @@ def test_bucket_ids_are_cached_per_grid() -> None:
         vit(torch.randn(1, 3, 32, 32))
         vit(torch.randn(1, 3, 32, 32))
         vit(torch.randn(1, 3, 32, 48))
-    assert vit.encoding._cache.builds == 2
+    assert vit.encoding.table_cache.builds == 2
 
 
 def test_deit_with_irpe_composition_and_errors() -> None:

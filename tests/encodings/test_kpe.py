@@ -10,7 +10,7 @@ import torch
 
 from vispe.encodings import KPE, kpe_center_corner, kpe_dense
 from vispe.encodings.kpe import kpe_angles, kpe_features
-from vispe.geometry import Cameras, Positions
+from vispe.geometry import CameraGeometry, Cameras, Positions
 
 from ..conftest import REPO_ROOT
 
@@ -75,7 +75,7 @@ def crop_positions(boxes: torch.Tensor, intrinsics: torch.Tensor, grid: tuple[in
     batch = boxes.shape[0]
     cameras = Cameras(intrinsics=intrinsics[:, None], lidar2cam=torch.eye(4).expand(batch, 1, 4, 4),
                       image_size=(480, 640))
-    return Positions(grid_size=grid, num_prefix_tokens=prefix, cameras=cameras, crop_boxes=boxes)
+    return Positions(grid_size=grid, num_prefix_tokens=prefix, camera=CameraGeometry(cameras, crop_boxes=boxes))
 
 
 @pytest.mark.parametrize('mode', ['dense', 'center-corner'])
@@ -107,7 +107,7 @@ def test_bad_crops_name_the_fix(box: list[float], fx: float, message: str) -> No
 
 
 def test_missing_crop_boxes_name_the_field() -> None:
-    with pytest.raises(ValueError, match='Positions.crop_boxes'):
+    with pytest.raises(ValueError, match='needs cameras, crop_boxes in its positions'):
         KPE(embed_dim=8).embed(torch.zeros(1, 4, 8), Positions(grid_size=(2, 2)))
 
 

@@ -57,13 +57,13 @@ def test_no_attention_outside_each_heads_directions(directions, heads) -> None:
 def test_penalty_grows_with_distance_and_scales_with_slopes() -> None:
     encoding = LookHere(num_heads=4, depth=3, num_prefix_tokens=1, directions='halves', global_slope=2.0,
                         layer_slopes=(1.5, 0.5))
-    bias = encoding.layer_bias(Positions((1, 6), 1), 1)[0]
+    bias = encoding.layer_bias(Positions((1, 6), num_prefix_tokens=1), 1)[0]
     right = bias[3, 1, 1:]  # head 'right' looking from column 0
     assert torch.all(right[1:] < right[:-1])
     # layer 1 of 3: s_l = 1.0; head 3 slope 0.5; g = 2 -> −1.0 per patch of distance
     assert torch.allclose(right, -torch.arange(6.0))
     encoding.global_slope = 1.0
-    assert torch.allclose(encoding.layer_bias(Positions((1, 6), 1), 1)[0, 3, 1, 1:], -0.5 * torch.arange(6.0))
+    assert torch.allclose(encoding.layer_bias(Positions((1, 6), num_prefix_tokens=1), 1)[0, 3, 1, 1:], -0.5 * torch.arange(6.0))
 
 
 def test_maps_are_built_once_per_grid_whatever_the_depth() -> None:
@@ -71,11 +71,11 @@ def test_maps_are_built_once_per_grid_whatever_the_depth() -> None:
                            embed_dim=32, num_heads=4, encoding=dict(type='LookHere', directions='corners')).eval()
     with torch.no_grad():
         vit(torch.randn(1, 3, 24, 24))
-        assert vit.encoding._cache.builds == 1
+        assert vit.encoding.table_cache.builds == 1
         vit(torch.randn(1, 3, 24, 24))
-        assert vit.encoding._cache.builds == 1
+        assert vit.encoding.table_cache.builds == 1
         vit(torch.randn(1, 3, 24, 40))
-        assert vit.encoding._cache.builds == 2
+        assert vit.encoding.table_cache.builds == 2
 
 
 def reference_formula(directions: str, heads: int, depth: int, layer: int, grid: tuple[int, int],
@@ -105,9 +105,9 @@ def test_reference_rounding_reproduces_the_bfloat16_maps() -> None:
     exact = LookHere(**options)
     for layer in range(depth):
         expected = reference_formula('triangles-eighths1-eighths2', 12, depth, layer, grid, 0.9, (1.5, 0.5))
-        ours = rounded.layer_bias(Positions(grid, 1), layer)[0]
+        ours = rounded.layer_bias(Positions(grid, num_prefix_tokens=1), layer)[0]
         assert torch.equal(ours, expected)
-        full = exact.layer_bias(Positions(grid, 1), layer)[0]
+        full = exact.layer_bias(Positions(grid, num_prefix_tokens=1), layer)[0]
         finite = expected > -1e30
         assert torch.allclose(full[finite], expected[finite], rtol=2 ** -8, atol=0)
         assert not torch.equal(full, expected)
@@ -127,7 +127,7 @@ def test_head_layouts_and_slopes_of_the_reference() -> None:
 
 
 def test_fill_options() -> None:
-    pos = Positions((3, 3), 1)
+    pos = Positions((3, 3), num_prefix_tokens=1)
     zero = LookHere(num_heads=4, depth=1, directions='halves', fill_with='zero', layer_slopes=(1, 1))
     bias = zero.layer_bias(pos, 0)[0]
     assert bias.min() > -10 and bias[0, 1, 9] == 0  # head 'up' from the top-left: bottom-right would be masked

@@ -16,7 +16,7 @@ def test_equals_timms_posconv() -> None:
     reference = PosConv(8, 8)
     reference.proj[0].load_state_dict(peg.convs[0].state_dict())
     x = torch.randn(2, 1 + 5 * 7, 8)
-    out = peg.between_blocks(x, Positions((5, 7), 1), 0)
+    out = peg.between_blocks(x, Positions((5, 7), num_prefix_tokens=1), 0)
     assert torch.allclose(out[:, 1:], reference(x[:, 1:], (5, 7)), atol=1e-6)
     assert torch.equal(out[:, 0], x[:, 0])
 
@@ -25,7 +25,7 @@ def test_translation_equivariance_away_from_the_borders() -> None:
     peg = PEG(embed_dim=4, depth=1)
     grid = torch.randn(1, 4, 10, 12)
     shifted = torch.roll(grid, shifts=(2, 3), dims=(2, 3))
-    pos = Positions((10, 12), 0)
+    pos = Positions((10, 12))
 
     def run(image):
         out = peg.between_blocks(image.flatten(2).transpose(1, 2), pos, 0)
@@ -38,8 +38,8 @@ def test_translation_equivariance_away_from_the_borders() -> None:
 def test_only_after_the_chosen_blocks_and_any_grid() -> None:
     peg = PEG(embed_dim=4, depth=4, after_blocks=(1, 3))
     x = torch.randn(1, 2 + 3 * 1, 4)
-    assert torch.equal(peg.between_blocks(x, Positions((3, 1), 2), 0), x)
-    changed = peg.between_blocks(x, Positions((3, 1), 2), 3)
+    assert torch.equal(peg.between_blocks(x, Positions((3, 1), num_prefix_tokens=2), 0), x)
+    changed = peg.between_blocks(x, Positions((3, 1), num_prefix_tokens=2), 3)
     assert torch.equal(changed[:, :2], x[:, :2]) and not torch.equal(changed, x)
     with pytest.raises(ValueError, match='blocks 0..3'):
         PEG(embed_dim=4, depth=4, after_blocks=(4,))

@@ -8,13 +8,13 @@ import torch
 
 import vispe
 from vispe.encodings.camera import inverse_sigmoid, multiview_sine_embedding, pos2posemb3d
-from vispe.geometry import Positions, depth_bins
+from vispe.geometry import CameraGeometry, Positions, depth_bins
 
 from ..geometry.rigs import cameras as rig_cameras
 
 
 def memory_positions(cameras, feat=(4, 10), valid=None) -> Positions:
-    return Positions(feat, 0, (16, 16), 'cpu', valid_mask=valid, num_views=cameras.num_views, cameras=cameras)
+    return Positions(feat, patch_size=(16, 16), device='cpu', valid_mask=valid, num_views=cameras.num_views, camera=CameraGeometry(cameras))
 
 
 def test_inverse_sigmoid_clamps_as_mmdet() -> None:
@@ -105,13 +105,13 @@ def test_embed_adds_the_key_embedding_to_multiview_tokens() -> None:
 
 def test_camera_encodings_refuse_positions_without_cameras() -> None:
     petr = vispe.build_encoding('PETR', embed_dim=32)
-    with pytest.raises(ValueError, match='no cameras'):
-        petr.embed(torch.zeros(1, 40, 32), Positions((4, 10), 0, (16, 16)))
+    with pytest.raises(ValueError, match='PETR needs cameras in its positions, which carry grid'):
+        petr.embed(torch.zeros(1, 40, 32), Positions((4, 10), patch_size=(16, 16)))
 
 
 def test_camera_encodings_are_listed_as_needing_cameras() -> None:
     table = {info.name: info for info in vispe.list_encodings()}
-    assert table['PETR'].requires == ('cameras',) and table['MultiViewSine'].family == 'camera'
+    assert table['PETR'].requires == ('grid', 'cameras') and table['MultiViewSine'].family == 'camera'
     assert 'PETR' not in {info.name for info in vispe.list_encodings(image_only=True)}
 
 

@@ -12,7 +12,7 @@ import vispe
 from vispe.encodings.camera import multiview_sine_embedding, pos2posemb3d
 from vispe.encodings.ppe3d import categorical_depth, depth_losses, fuse_depth
 from vispe.encodings.ppe3d.depth_net import uniform_depth_bins
-from vispe.geometry import Cameras, Positions
+from vispe.geometry import CameraGeometry, Cameras, Positions
 from vispe.geometry.cameras import viewpad
 
 DATA = Path(__file__).resolve().parents[1] / 'data'
@@ -44,8 +44,7 @@ def golden_cameras(golden: dict) -> Cameras:
 
 def golden_positions(golden: dict, case: str) -> Positions:
     valid = ~golden['cases'][case]['masks']
-    return Positions(tuple(golden['config']['feat_hw']), 0, (16, 16), 'cpu', valid_mask=valid, num_views=6,
-                     cameras=golden_cameras(golden))
+    return Positions(tuple(golden['config']['feat_hw']), patch_size=(16, 16), device='cpu', valid_mask=valid, num_views=6, camera=CameraGeometry(golden_cameras(golden)))
 
 
 def token_rows(golden: dict) -> torch.Tensor:

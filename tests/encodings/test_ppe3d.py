@@ -7,7 +7,7 @@ import torch
 
 import vispe
 from vispe.encodings.camera import inverse_sigmoid, pos2posemb3d
-from vispe.geometry import Positions
+from vispe.geometry import CameraGeometry, Positions
 
 from ..geometry.rigs import cameras as rig_cameras
 
@@ -22,7 +22,7 @@ def build(**options) -> vispe.encodings.PPE3D:
 
 def positions(seeds=(0, 1), depth=None) -> Positions:
     cameras = rig_cameras(*seeds)
-    return Positions((4, 10), 0, (80, 80), 'cpu', num_views=6, cameras=cameras, depth=depth)
+    return Positions((4, 10), patch_size=(80, 80), device='cpu', num_views=6, camera=CameraGeometry(cameras, depth=depth))
 
 
 def test_points_reproject_to_their_pixels_at_their_depths() -> None:
@@ -31,7 +31,7 @@ def test_points_reproject_to_their_pixels_at_their_depths() -> None:
     depth = torch.rand(2, 6, 4, 10) * 40 + 2
     normalised = encoding.points(pos, dict(depth=depth))
     low, high = torch.tensor(RANGE[:3]), torch.tensor(RANGE[3:])
-    pixels, projected = pos.cameras.project((normalised * (high - low) + low).flatten(2, 3))
+    pixels, projected = pos.camera.cameras.project((normalised * (high - low) + low).flatten(2, 3))
     rows, cols = torch.meshgrid(torch.arange(4) * 80.0, torch.arange(10) * 80.0, indexing='ij')
     expected = torch.stack([cols, rows], -1).reshape(1, 1, 40, 2).expand_as(pixels)
     torch.testing.assert_close(pixels, expected, atol=2e-2, rtol=0)

@@ -20,7 +20,7 @@ CONTEXT = dict(embed_dim=HEADS * HEAD_DIM, num_heads=HEADS, head_dim=HEAD_DIM, d
 def logits_at(encoding: vispe.PositionEncoding, coords: torch.Tensor) -> torch.Tensor:
     torch.manual_seed(5)
     projection = torch.nn.Linear(HEADS * HEAD_DIM, 2 * HEADS * HEAD_DIM)
-    pos = Positions((3, 4), 0, coords=coords)
+    pos = Positions((3, 4), coords=coords)
     x = torch.randn(1, 1, HEADS * HEAD_DIM).expand(1, 12, -1)
     encoding.prepare(pos)
     x = encoding.embed(x, pos)

@@ -19,7 +19,7 @@ from ..helpers import max_diff, tiny_vit
 def test_axial_angles_by_hand() -> None:
     # head_dim 8, θ = 100: f = (1, 100^(-1/2)) = (1, 0.1); token (row 2, col 3), after one cls token.
     encoding = RoPEAxial(head_dim=8)
-    cis = encoding.table(Positions((3, 4), 1))
+    cis = encoding.rotations(Positions((3, 4), num_prefix_tokens=1))
     assert cis.shape == (13, 4) and cis.dtype == torch.complex64
     assert torch.equal(cis[0], torch.ones(4, dtype=torch.complex64))
     token = 1 + 2 * 4 + 3
@@ -28,7 +28,7 @@ def test_axial_angles_by_hand() -> None:
 
 def test_pairs_are_interleaved_and_prefix_is_not_rotated() -> None:
     encoding = RoPEAxial(head_dim=4, theta=100.0)
-    pos = Positions((1, 2), 1)
+    pos = Positions((1, 2), num_prefix_tokens=1)
     q = torch.tensor([1.0, 0.0, 1.0, 0.0]).expand(1, 1, 3, 4)
     rotated, _ = encoding.rotate(q, q, pos, pos, 0)
     assert torch.equal(rotated[0, 0, 0], q[0, 0, 0])
@@ -37,11 +37,11 @@ def test_pairs_are_interleaved_and_prefix_is_not_rotated() -> None:
 
 
 def test_mixed_with_zero_angles_has_the_axial_layout() -> None:
-    pos = Positions((5, 7), 1)
+    pos = Positions((5, 7), num_prefix_tokens=1)
     mixed = RoPEMixed(head_dim=16, depth=2, num_heads=3, theta=100.0, random_angles=False)
     axial = RoPEAxial(head_dim=16, theta=100.0)
     for layer in range(2):
-        assert torch.allclose(mixed.table(pos)[layer], axial.table(pos).expand(3, -1, -1), atol=1e-5)
+        assert torch.allclose(mixed.rotations(pos)[layer], axial.rotations(pos).expand(3, -1, -1), atol=1e-5)
 
 
 def test_mixed_initialisation_is_rope_vits() -> None:
@@ -92,8 +92,8 @@ def test_timm_rope_vit_checkpoints_load_and_give_the_same_logits(timm_name, enco
 
 def rotation_table(encoding: vispe.PositionEncoding, pos: Positions) -> torch.Tensor:
     if isinstance(encoding, vispe.encodings.RPE2D):
-        return encoding.base.table(encoding.positions_for_base(pos))
-    return encoding.table(pos)
+        return encoding.base.rotations(encoding.positions_for_base(pos))
+    return encoding.rotations(pos)
 
 
 @pytest.mark.parametrize('cfg', [dict(type='RoPEAxial'), dict(type='RoPEMixed'),
@@ -119,12 +119,12 @@ def test_angles_stay_float32_under_bf16_autocast(cfg) -> None:
 
 def test_test_time_theta_and_position_scale() -> None:
     encoding = RoPEAxial(head_dim=8)
-    pos = Positions((4, 4), 1)
-    base = encoding.table(pos)
+    pos = Positions((4, 4), num_prefix_tokens=1)
+    base = encoding.rotations(pos)
     encoding.theta = 250.0
-    assert not torch.allclose(encoding.table(pos), base)
+    assert not torch.allclose(encoding.rotations(pos), base)
     encoding.theta, encoding.position_scale = 100.0, 0.5
-    assert torch.allclose(encoding.table(pos)[1:].angle(), (base[1:].angle() * 0.5), atol=1e-6)
+    assert torch.allclose(encoding.rotations(pos)[1:].angle(), (base[1:].angle() * 0.5), atol=1e-6)
 
 
 def test_mixed_table_built_once_per_forward_and_checkpointing_gives_the_same_gradients() -> None:

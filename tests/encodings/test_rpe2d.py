@@ -47,7 +47,7 @@ def test_expected_positions_are_the_mean_of_the_training_draws() -> None:
 
 def test_eval_positions_contiguous_and_random() -> None:
     encoding = build(eval_positions='contiguous').eval()
-    pos = Positions((5, 6), 1)
+    pos = Positions((5, 6), num_prefix_tokens=1)
     assert torch.equal(encoding.positions_for_base(pos).coords, grid_coords((5, 6)))
     encoding.eval_positions = 'random'
     torch.manual_seed(0)
@@ -68,11 +68,11 @@ def test_positions_from_outside() -> None:
     rows, cols = torch.tensor([0, 3, 7]), torch.tensor([1, 2, 11])
     x = torch.zeros(1, 1 + 9, 16)
     with encoding.fixed_positions(rows, cols):
-        out = encoding.embed(x, Positions((3, 3), 1))
+        out = encoding.embed(x, Positions((3, 3), num_prefix_tokens=1))
     expected = sincos_2d_embedding(torch.cartesian_prod(rows.float(), cols.float()), 16)
     assert torch.allclose(out[0, 1:], expected)
     given = torch.tensor([[0.0, 0.0], [2.0, 5.0]])
-    pos = Positions((1, 2), 1, coords=given)
+    pos = Positions((1, 2), num_prefix_tokens=1, coords=given)
     assert encoding.positions_for_base(pos) is pos
 
 
@@ -90,12 +90,12 @@ def test_learned_ape_base_reads_cells_of_its_max_table() -> None:
     encoding = build('LearnedAPE', eval_positions='contiguous').eval()
     assert encoding.base.pos_embed.shape == (1, 1 + 8 * 12, 16)
     x = torch.zeros(1, 1 + 6, 16)
-    out = encoding.embed(x, Positions((2, 3), 1))
+    out = encoding.embed(x, Positions((2, 3), num_prefix_tokens=1))
     table = encoding.base.pos_embed[0]
     assert torch.equal(out[0, 0], table[0])
     assert torch.equal(out[0, 1:4], table[1:4]) and torch.equal(out[0, 4:7], table[1 + 12:1 + 12 + 3])
     encoding.eval_positions = 'expected'
-    out = encoding.embed(x, Positions((2, 3), 1))
+    out = encoding.embed(x, Positions((2, 3), num_prefix_tokens=1))
     # rows (i + 1) * 9 / 3 - 1 = 2, 5; columns (i + 1) * 13 / 4 - 1 = 2.25, 5.5, 8.75 rounded to 2, 6 (half to even), 9.
     cells = [1 + row * 12 + col for row in (2, 5) for col in (2, 6, 9)]
     assert torch.equal(out[0, 1:], table[cells])
@@ -103,7 +103,7 @@ def test_learned_ape_base_reads_cells_of_its_max_table() -> None:
 
 def test_grid_larger_than_max_is_an_error() -> None:
     with pytest.raises(ValueError, match=r'Grid \(9, 4\) is larger than RPE2D max_grid \(8, 12\)'):
-        build().eval().embed(torch.zeros(1, 37, 16), Positions((9, 4), 1))
+        build().eval().embed(torch.zeros(1, 37, 16), Positions((9, 4), num_prefix_tokens=1))
     with pytest.raises(ValueError, match='larger than RPE2D max_grid'):
         build().train().rows_and_cols((4, 13))
 

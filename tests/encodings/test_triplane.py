@@ -9,7 +9,7 @@ import torch
 
 from vispe.encodings import TriPlane, build_encoding
 from vispe.encodings.triplane import contract, nearest_neighbors, sample_triplane, triplane_coords
-from vispe.geometry import Positions
+from vispe.geometry import Positions, SceneGeometry
 
 GOLDEN = torch.load(Path(__file__).parents[1] / 'data' / 'tcgs_triplane_parity.pt', weights_only=True)
 
@@ -75,7 +75,7 @@ def test_nearest_neighbors_match_the_reference_and_put_each_point_first() -> Non
 
 
 def point_positions(xyz: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> Positions:
-    return Positions(coords=xyz, bounds=torch.stack([low, high]).expand(xyz.shape[0], 2, 3))
+    return Positions(coords=xyz, scene=SceneGeometry(bounds=torch.stack([low, high]).expand(xyz.shape[0], 2, 3)))
 
 
 def test_encoding_features_equal_the_functional_with_knn_context() -> None:
@@ -86,7 +86,7 @@ def test_encoding_features_equal_the_functional_with_knn_context() -> None:
     pos = point_positions(GOLDEN['xyz'][None], GOLDEN['low'], GOLDEN['high'])
     torch.testing.assert_close(encoding.features(pos)[0], GOLDEN['features_knn_radius_large'], atol=1e-5, rtol=0)
     x = torch.randn(1, 2 + 96, 32)
-    out = encoding.embed(x, Positions(coords=pos.coords, bounds=pos.bounds, num_prefix_tokens=2))
+    out = encoding.embed(x, Positions(coords=pos.coords, num_prefix_tokens=2, scene=SceneGeometry(bounds=pos.scene.bounds)))
     assert torch.equal(out[:, :2], x[:, :2])
     torch.testing.assert_close(out[:, 2:], x[:, 2:] + encoding.proj(GOLDEN['features_knn_radius_large'])[None])
 
@@ -106,7 +106,7 @@ def test_encoding_trains_its_planes_and_refuses_missing_geometry() -> None:
     centered = TriPlane(embed_dim=8, channels=4, resolution=8, centered=True)
     around_origin = point_positions(xyz * 2, torch.full((3,), -2.0), torch.full((3,), 2.0))
     torch.testing.assert_close(centered.features(room), centered.features(around_origin))
-    with pytest.raises(ValueError, match='Positions.bounds'):
+    with pytest.raises(ValueError, match='needs bounds in its positions'):
         encoding.embed(torch.zeros(2, 10, 8), Positions(coords=xyz))
     with pytest.raises(ValueError, match='at least 2'):
         TriPlane(embed_dim=8, resolution=1)

@@ -10,7 +10,7 @@ import torch
 from vispe.attention import Attention
 from vispe.encodings import VertexRPE, vertex_corners
 from vispe.encodings.vertex_rpe import log_normalize
-from vispe.geometry import Positions, box_corners
+from vispe.geometry import Positions, SceneGeometry, box_corners
 
 
 def scene(batch: int = 2, queries: int = 5, points: int = 40, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -24,7 +24,7 @@ def scene(batch: int = 2, queries: int = 5, points: int = 40, seed: int = 0) -> 
 
 
 def bias_of(encoding: VertexRPE, boxes: torch.Tensor, xyz: torch.Tensor, layer: int = 0) -> torch.Tensor:
-    pos_q = Positions(coords=boxes[..., :3], boxes=boxes)
+    pos_q = Positions(coords=boxes[..., :3], scene=SceneGeometry(boxes=boxes))
     pos_k = Positions(coords=xyz)
     return encoding.logits_bias(torch.zeros(1), None, pos_q, pos_k, layer)
 
@@ -122,7 +122,7 @@ def test_sdpa_with_shared_keys_equals_the_explicit_softmax() -> None:
     encoding = VertexRPE(num_heads=4, depth=2)
     attention = Attention(32, num_heads=4, num_kv_heads=1).eval()
     queries, memory = torch.randn(2, 6, 32), torch.randn(2, 30, 32)
-    pos_q, pos_k = Positions(coords=boxes[..., :3], boxes=boxes), Positions(coords=xyz)
+    pos_q, pos_k = Positions(coords=boxes[..., :3], scene=SceneGeometry(boxes=boxes)), Positions(coords=xyz)
     fused = attention(queries, pos_q, encoding, 1, memory=memory, pos_k=pos_k)
     attention.capture_probs = True
     explicit = attention(queries, pos_q, encoding, 1, memory=memory, pos_k=pos_k)
@@ -143,10 +143,10 @@ def test_bias_is_differentiable_in_the_mlps_only() -> None:
 def test_missing_geometry_and_layers_are_named() -> None:
     encoding = VertexRPE(num_heads=2, depth=1)
     boxes, xyz = scene(batch=1, queries=2, points=4)
-    with pytest.raises(ValueError, match='boxes of the queries'):
+    with pytest.raises(ValueError, match=r'VertexRPE \(on the queries: .*\) needs boxes in its positions'):
         encoding.logits_bias(None, None, Positions(coords=boxes[..., :3]), Positions(coords=xyz), 0)
-    with pytest.raises(ValueError, match='3D points of the keys'):
-        encoding.logits_bias(None, None, Positions(coords=boxes[..., :3], boxes=boxes),
+    with pytest.raises(ValueError, match=r'VertexRPE \(on the keys: .*\) needs points in its positions, which carry grid'):
+        encoding.logits_bias(None, None, Positions(coords=boxes[..., :3], scene=SceneGeometry(boxes=boxes)),
                              Positions(coords=xyz[..., :2]), 0)
     with pytest.raises(ValueError, match='built for 1 layers'):
         bias_of(encoding, boxes, xyz, layer=1)

@@ -8,7 +8,7 @@ import torch
 from vispe.attention import Attention
 from vispe.encodings import VertexRPE, vertex_corners
 from vispe.encodings.vertex_rpe import reference_vertex_mlps
-from vispe.geometry import Positions
+from vispe.geometry import Positions, SceneGeometry
 
 from ..conftest import REPO_ROOT
 
@@ -18,7 +18,7 @@ GOLDEN = torch.load(REPO_ROOT / 'tests' / 'data' / 'vdetr_rpe_parity.pt', weight
 def boxes_and_positions() -> tuple[torch.Tensor, Positions, Positions]:
     """vispe boxes (yaw counter-clockwise = −the reference's heading) and both sides' positions."""
     boxes = torch.cat([GOLDEN['box_center'], GOLDEN['box_size'], -GOLDEN['box_angle'][..., None]], dim=-1)
-    return boxes, Positions(coords=boxes[..., :3], boxes=boxes), Positions(coords=GOLDEN['xyz'])
+    return boxes, Positions(coords=boxes[..., :3], scene=SceneGeometry(boxes=boxes)), Positions(coords=GOLDEN['xyz'])
 
 
 def reference_encoding(box_frame: bool) -> VertexRPE:

@@ -1,6 +1,10 @@
 """Encodings, one file per family, each registered in :data:`vispe.registry.ENCODINGS`."""
 from vispe.encodings.alibi2d import ALiBi2D
-from vispe.encodings.base import HOOK_NAMES, EncodingStack, PositionEncoding, TableCache
+from vispe.encodings.base import HOOK_NAMES, AbsoluteEncoding, PositionEncoding, add_to_positioned
+from vispe.encodings.hosts import (EncodingHostError, Host, check_encoding_fits, list_hosts, register_host,
+                                  require_position_embedding)
+from vispe.encodings.stack import EncodingStack
+from vispe.encodings.tables import TableCache
 from vispe.encodings.camera import CameraEncoding, FeatureEncoding, MultiViewSine
 from vispe.encodings.camera_rays import CameraRays
 from vispe.encodings.builder import EncodingInfo, EncodingTable, build_encoding, list_encodings
@@ -25,7 +29,8 @@ from vispe.encodings.vertex_rpe import VertexRPE, vertex_corners
 from vispe.encodings.xyz import FourierXYZ, SinCosXYZ, sincos_xyz_embedding
 
 __all__ = [
-    'ALiBi2D', 'CameraEncoding', 'CameraRays', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable',
+    'ALiBi2D', 'AbsoluteEncoding', 'EncodingHostError', 'Host', 'add_to_positioned', 'check_encoding_fits', 'list_hosts',
+    'register_host', 'require_position_embedding', 'CameraEncoding', 'CameraRays', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable',
     'FeatureEncoding', 'FourierFeatures', 'FourierXYZ', 'GTA', 'HOOK_NAMES', 'KPE', 'LearnedAPE', 'LookHere',
     'MultiViewSine', 'NoPE', 'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D',
     'PositionEncoding', 'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'TriPlane', 'VertexRPE',

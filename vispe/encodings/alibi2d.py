@@ -5,7 +5,7 @@ from typing import ClassVar
 
 import torch
 
-from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.base import PositionEncoding
 from vispe.encodings.options import Option, Search, model_facts
 from vispe.flex_bias import OffsetBias, grid_offsets, kernel_option, use_flex
 from vispe.geometry import Positions, pad_prefix, pairwise_offsets, relative_offsets
@@ -59,7 +59,6 @@ class ALiBi2D(PositionEncoding):
         self.distance_scale = distance_scale
         self.kernel = kernel
         self.register_buffer('slopes', alibi_slopes(num_heads), persistent=False)
-        self._cache = TableCache()
 
     def distances(self, pos: Positions) -> torch.Tensor:
         """(L, L) Euclidean patch distances, 0 on prefix rows and columns (cached per grid)."""
@@ -68,14 +67,14 @@ class ALiBi2D(PositionEncoding):
         def build() -> torch.Tensor:
             offsets = relative_offsets(pos.grid_size, device=pos.device).float()
             return pad_prefix(offsets.square().sum(-1).sqrt(), pos.num_prefix_tokens)
-        return self._cache.get((pos.grid_size, pos.device), build)
+        return self.cached_table('distances', pos, build, across_forwards=True)
 
     def bias(self, pos: Positions) -> torch.Tensor:
         """(1, heads, L, L), built once per forward."""
         def build() -> torch.Tensor:
             coef = -self.distance_scale * self.slopes.to(pos.device)
             return (self.distances(pos) * coef[:, None, None]).unsqueeze(0)
-        return pos.memo(('alibi2d', id(self), self.distance_scale), build)
+        return self.cached_table('bias', pos, build)
 
     def cross_bias(self, pos_q: Positions, pos_k: Positions) -> torch.Tensor:
         """(B|1, heads, Lq, Lk) between the coordinates of two token sets, 0 on prefix rows and columns."""
@@ -84,7 +83,7 @@ class ALiBi2D(PositionEncoding):
             coef = -self.distance_scale * self.slopes.to(distance.device)
             bias = distance[:, None] * coef[:, None, None]
             return pad_prefix(bias, pos_q.num_prefix_tokens, 0.0, pos_k.num_prefix_tokens)
-        return pos_q.memo(('alibi2d', id(self), id(pos_k), self.distance_scale), build)
+        return self.cached_table('cross_bias', pos_q, build, pos_k=pos_k)
 
     def offset_bias(self, pos: Positions) -> OffsetBias:
         """The bias as grid-offset tables for FlexAttention, built once per forward."""
@@ -95,7 +94,7 @@ class ALiBi2D(PositionEncoding):
             coef = -self.distance_scale * self.slopes.to(pos.device)
             return OffsetBias(pos.grid_size, pos.num_prefix_tokens, distance * coef[:, None, None],
                               torch.zeros_like(coef))
-        return pos.memo(('alibi2d-flex', id(self), self.distance_scale), build)
+        return self.cached_table('offset_bias', pos, build)
 
     def flex_bias(self, pos_q: Positions, pos_k: Positions,
                   layer_idx: int) -> tuple[OffsetBias, None] | None:

@@ -1,4 +1,5 @@
-"""The base of every encoding: named hooks into attention, and composition of several encodings.
+"""The contract of every encoding: named hooks into attention and tokens, the position embedding hosts read without
+tokens, what an encoding requires of its positions, and tables cached by what they depend on.
 
 An encoding touches a transformer at a few named points and implements only those it needs::
 
@@ -11,115 +12,51 @@ An encoding touches a transformer at a few named points and implements only thos
     o = transform_out(o, pos_q, layer, probs, pos_k) probs only when needs_probs(layer)
     x = between_blocks(x, pos, layer)                after block ``layer``
 
+    e = position_embedding(pos)                      (B|1, N, C) without tokens: what a decoder adds to its keys
+
 ``pos_q`` and ``pos_k`` are the :class:`~vispe.geometry.Positions` of the queries' and the keys' tokens; in
 self-attention they are the same object (``pos_q is pos_k``), in cross-attention (a detector's decoder)
-they differ. ``embed`` and ``between_blocks`` act on one token set.
+they differ. ``embed`` and ``between_blocks`` act on one token set. The camera encodings add the camera protocol
+(:class:`~vispe.encodings.CameraEncoding`). docs/architecture.md keeps the table of who calls what.
 
 Options are declared once per class (``options``, see :mod:`vispe.encodings.options`) and checked when
-an encoding is constructed and when a test-time option is set on a built encoding.
+an encoding is constructed and when a declared option is set on a built encoding.
 """
 from __future__ import annotations
 
-import functools
 import inspect
-from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Hashable, Mapping, TypeVar
 
 import torch
-import torch.fx
 from torch import nn
 
-from vispe.encodings.options import (Option, OptionTypeError, check_test_time_option, closest_suggestion,
-                                     unknown_attribute_message)
+from vispe.encodings.definition import (BUILT, checking_constructor, fit_transform_out,
+                                        refuse_one_position_hooks)
+from vispe.encodings.options import Option, check_test_time_option, misspelt_option_message, near_option_names
+from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions
-from vispe.geometry.cameras import tracing
 
 if TYPE_CHECKING:
     from torch.nn.attention.flex_attention import BlockMask
 
     from vispe.flex_bias import OffsetBias
 
+T = TypeVar('T')
+
 HOOK_NAMES = ('embed', 'rotate', 'transform_v', 'logits_bias', 'transform_out', 'between_blocks')
-# Positional parameters (after self) of each hook, and of the hooks that took one ``pos`` before vispe 0.2.
-HOOK_SIGNATURES = {
-    'rotate': ('q', 'k', 'pos_q', 'pos_k', 'layer_idx'),
-    'logits_bias': ('q', 'k', 'pos_q', 'pos_k', 'layer_idx'),
-    'transform_v': ('v', 'pos_k', 'layer_idx'),
-    'transform_out': ('out', 'pos_q', 'layer_idx', 'probs', 'pos_k'),
-}
-ONE_POSITION_HOOKS = {'rotate': 4, 'logits_bias': 4, 'transform_out': 4}
-
-# Instance-dict flags: inside the outermost constructor; construction finished (assignments checked).
-_CONSTRUCTING = '_options_constructing'
-_BUILT = '_options_built'
 
 
-def _checked_arguments(cls: type[PositionEncoding], signature: inspect.Signature, instance: PositionEncoding,
-                       args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The constructor arguments (defaults included) with every option declared in ``cls.options``
-    checked and normalised; unknown keyword arguments are refused with the closest option name."""
-    try:
-        bound = signature.bind(instance, *args, **kwargs)
-    except TypeError:
-        accepted = [name for name in signature.parameters if name != 'self']
-        unknown = [name for name in kwargs if name not in signature.parameters]
-        if unknown and not any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
-            accepts = f'It accepts: {", ".join(accepted)}.' if accepted else 'It takes no options.'
-            raise OptionTypeError(f'{cls.__name__} has no option {unknown[0]!r}.'
-                                  f'{closest_suggestion(unknown[0], accepted)} {accepts}') from None
-        return args, kwargs
-    bound.apply_defaults()
-    for name, parameter in signature.parameters.items():
-        if parameter.kind is parameter.VAR_KEYWORD:
-            extra = bound.arguments[name]
-            for key in extra.keys() & cls.options.keys():
-                extra[key] = cls.options[key].check(cls.__name__, key, extra[key])
-        elif name in cls.options:
-            bound.arguments[name] = cls.options[name].check(cls.__name__, name, bound.arguments[name])
-    return bound.args[1:], bound.kwargs
+def default_method(method: Callable[..., T]) -> Callable[..., T]:
+    """Mark a base class's default of a contract method (an identity hook, an embedding of None, a method a subclass
+    must write): :meth:`PositionEncoding.implements` does not count it."""
+    method.is_default = True
+    return method
 
 
-def _refuse_one_position_hooks(cls: type) -> None:
-    """A hook written against the one-``pos`` signatures (before vispe 0.2) gets a TypeError at class
-    definition that names the new signature, rather than wrong positions at the first forward."""
-    for hook, old_count in ONE_POSITION_HOOKS.items():
-        method = cls.__dict__.get(hook)
-        if method is None:
-            continue
-        parameters = list(inspect.signature(method).parameters.values())[1:]
-        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
-            continue
-        positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        if len(positional) == old_count:
-            names = ', '.join(p.name for p in positional)
-            new = ', '.join(HOOK_SIGNATURES[hook])
-            raise TypeError(f'{cls.__name__}.{hook}(self, {names}) has the one-position signature of vispe < 0.2. '
-                            f'Hooks now receive the query-side and the key-side positions: write '
-                            f'{hook}(self, {new}); in self-attention pos_q is pos_k (see docs/architecture.md).')
-
-
-def _checking_constructor(init: Callable[..., None]) -> Callable[..., None]:
-    """Wrap an encoding's ``__init__``: the outermost call checks the arguments against the declared
-    options of the class being built, and marks the instance built when it returns (from then on
-    attribute assignments are checked, see :meth:`PositionEncoding.__setattr__`)."""
-    signature = inspect.signature(init)
-
-    @functools.wraps(init)
-    def __init__(self: PositionEncoding, *args: Any, **kwargs: Any) -> None:
-        state = self.__dict__
-        if state.get(_CONSTRUCTING):
-            init(self, *args, **kwargs)
-            return
-        args, kwargs = _checked_arguments(type(self), signature, self, args, kwargs)
-        state[_CONSTRUCTING] = True
-        try:
-            init(self, *args, **kwargs)
-        finally:
-            del state[_CONSTRUCTING]
-        state[_BUILT] = True
-
-    __init__.checks_options = True
-    return __init__
+def defines(cls: type, method: str) -> bool:
+    """Whether ``cls`` has ``method`` and it is not a base class's :func:`default_method`."""
+    attribute = getattr(cls, method, None)
+    return attribute is not None and not getattr(attribute, 'is_default', False)
 
 
 class PositionEncoding(nn.Module):
@@ -132,17 +69,17 @@ class PositionEncoding(nn.Module):
             (local name -> timm name), so checkpoints load both ways.
         foreign_names: names other checkpoints use for this encoding's parameters (local name -> key),
             adopted when loading one (timm's Eva RoPE ViTs: ``rope.freqs``); saving keeps vispe's names.
-        examples: option sets that build representative instances (the demo and the common
-            tests build one model per example).
-        requires: what the positions must carry beyond a token grid (``('cameras',)`` for the camera
-            encodings of multi-view detectors); the 2D models, demos and benchmarks use the encodings that
-            require nothing.
+        examples: option sets that build representative instances (the demo and the contract tests
+            build one model per example).
+        requires: the geometry its positions must carry (names of :data:`vispe.geometry.GEOMETRY`: 'grid',
+            'cameras', 'crop_boxes', 'points', 'bounds', 'boxes'); a host that does not provide it refuses the
+            encoding at build (:func:`vispe.encodings.check_encoding_fits`). Default: a 2D grid.
         options: the declared constructor options (name -> :class:`~vispe.encodings.options.Option`),
             model facts included. Constructor arguments named there are checked before ``__init__``
-            runs. On a built encoding, setting a declared test-time option checks the value, setting
-            any other declared option raises AttributeError, and so does a new public attribute name
-            when the class (or a base below PositionEncoding) declares ``options`` at all; a plugin
-            that declares nothing keeps plain nn.Module attributes.
+            runs. On a built encoding, setting a declared test-time option checks the value and setting
+            any other declared option raises AttributeError; other attributes may be set freely, except a
+            public name within a small edit distance of a declared option (a misspelt option).
+        table_cache_size: how many tables :meth:`cached_table` keeps across forwards.
     """
 
     family: ClassVar[str] = 'other'
@@ -150,18 +87,22 @@ class PositionEncoding(nn.Module):
     timm_names: ClassVar[dict[str, str]] = {}
     foreign_names: ClassVar[dict[str, str]] = {}
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({},)
-    requires: ClassVar[tuple[str, ...]] = ()
+    requires: ClassVar[tuple[str, ...]] = ('grid',)
     options: ClassVar[dict[str, Option]] = {}
     declares_options: ClassVar[bool] = False
+    table_cache_size: ClassVar[int] = 8
+    _test_time_names: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _refuse_one_position_hooks(cls)
+        refuse_one_position_hooks(cls)
+        fit_transform_out(cls)
         init = cls.__dict__.get('__init__')
         if init is not None and not getattr(init, 'checks_options', False):
-            cls.__init__ = _checking_constructor(init)
+            cls.__init__ = checking_constructor(init)
         cls.declares_options = any('options' in klass.__dict__ for klass in cls.__mro__
                                    if issubclass(klass, PositionEncoding) and klass is not PositionEncoding)
+        cls._test_time_names = tuple(name for name, option in cls.options.items() if option.test_time)
         if 'options' in cls.__dict__:
             parameters = inspect.signature(cls.__init__).parameters
             if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
@@ -170,17 +111,19 @@ class PositionEncoding(nn.Module):
                     raise TypeError(f'{cls.__name__} declares options {missing} that its __init__ does not take; '
                                     f'declare only constructor arguments.')
 
-    @_checking_constructor
+    @checking_constructor
     def __init__(self) -> None:
         super().__init__()
 
     def __setattr__(self, name: str, value: Any) -> None:
         """nn.Module's, after construction checked against the declared options (see the class docstring)."""
-        if self.__dict__.get(_BUILT):
+        if self.__dict__.get(BUILT):
             if name in type(self).options:
                 value = check_test_time_option(self, name, value)
-            elif type(self).declares_options and not name.startswith('_') and not self._has_attribute(name):
-                raise AttributeError(unknown_attribute_message(self, name))
+            elif not name.startswith('_') and not self._has_attribute(name):
+                near = near_option_names(self, name)
+                if near:
+                    raise AttributeError(misspelt_option_message(self, name, near))
         super().__setattr__(name, value)
 
     def _has_attribute(self, name: str) -> bool:
@@ -191,37 +134,99 @@ class PositionEncoding(nn.Module):
     @classmethod
     def test_time_options(cls) -> dict[str, Option]:
         """The declared options that may be set as attributes after build."""
-        return {name: option for name, option in cls.options.items() if option.test_time}
+        return {name: cls.options[name] for name in cls._test_time_names}
 
+    # ---- tables -------------------------------------------------------------------------------------------------
+
+    def option_values(self) -> tuple[tuple[str, Any], ...]:
+        """The current value of every declared test-time option: part of every key of :meth:`cached_table`."""
+        return tuple((name, getattr(self, name, None)) for name in self._test_time_names)
+
+    def _tables_dtype(self) -> torch.dtype | None:
+        """The dtype of this encoding's own floating parameters or buffers (None without any)."""
+        for tensor in (*self._parameters.values(), *self._buffers.values()):
+            if tensor is not None and tensor.is_floating_point():
+                return tensor.dtype
+        return None
+
+    @property
+    def table_cache(self) -> TableCache:
+        """The tables :meth:`cached_table` keeps across forwards (a plain attribute: never saved, rebuilt on a new
+        device)."""
+        cache = self.__dict__.get('_table_cache')
+        if cache is None:
+            cache = self.__dict__['_table_cache'] = TableCache(self.table_cache_size)
+        return cache
+
+    def cached_table(self, name: str, pos: Positions, build: Callable[[], T], *, pos_k: Positions | None = None,
+                     across_forwards: bool = False, key: Hashable = ()) -> T:
+        """``build()``, made once and reused while nothing it depends on changes; no encoding writes a key by hand.
+
+        The key holds ``name``, ``key`` (anything else the table depends on), the current value of every declared
+        test-time option (:meth:`option_values`) and the dtype of the encoding's own parameters, and:
+
+        * by default (a per-forward table, which may depend on parameters and on the positions' values): the
+          positions themselves, ``pos`` (and ``pos_k`` for a table between two token sets); it lives in
+          ``pos.memo`` and goes with them;
+        * ``across_forwards=True`` (a table that depends only on the token layout, never on parameters or
+          coordinates: a grid's rotations, bucket ids, distances): ``pos.layout_key()`` (grid, views, prefix tokens,
+          patch size, device); it is kept in :attr:`table_cache` for later forwards. While a model is traced the
+          table is built in the traced code.
+        """
+        table_key = (name, key, self.option_values(), self._tables_dtype())
+        if not across_forwards:
+            return pos.memo((id(self), None if pos_k is None else id(pos_k), table_key), build)
+        if pos.coords is not None:
+            raise RuntimeError(f'{type(self).__name__}.cached_table({name!r}, across_forwards=True) keys by the token '
+                               f'layout, but these positions have explicit coordinates: build this table per forward.')
+        return self.table_cache.get((pos.layout_key(), table_key), build)
+
+    # ---- hooks ------------------------------------------------------------------------------------------------
+
+    @default_method
     def prepare(self, pos: Positions) -> None:
-        """Build this forward's tables into ``pos.memo`` (called once per forward, before the blocks and
-        outside gradient checkpointing). Hooks read them back with the same ``pos.memo`` key."""
+        """Build this forward's tables (called once per forward, before the blocks and outside gradient
+        checkpointing). Hooks read them back through :meth:`cached_table`."""
 
+    @default_method
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        """Mix position into tokens. ``x``: (B, prefix + h·w, C) -> same shape."""
+        """Mix position into tokens. ``x``: (B, prefix + N, C) -> same shape."""
         return x
 
+    @default_method
+    def position_embedding(self, pos: Positions) -> torch.Tensor | None:
+        """(B|1, N, C) the embedding of the positioned tokens that :meth:`embed` adds, built without tokens (a
+        decoder adds it to its keys, or embeds its queries' reference points with it), or None: this encoding adds
+        no embedding."""
+        return None
+
+    @default_method
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Transform queries (B, heads, Nq, d) by their positions and keys (B, heads|1, Nk, d) by theirs."""
         return q, k
 
+    @default_method
     def transform_v(self, v: torch.Tensor, pos_k: Positions, layer_idx: int) -> torch.Tensor:
         """Transform values (B, heads|1, Nk, d) by the keys' positions."""
         return v
 
+    @default_method
     def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                     layer_idx: int) -> torch.Tensor | None:
         """Additive attention logits, (B|1, heads|1, Nq, Nk), or None."""
         return None
 
+    @default_method
     def transform_out(self, out: torch.Tensor, pos_q: Positions, layer_idx: int,
                       probs: torch.Tensor | None = None, pos_k: Positions | None = None) -> torch.Tensor:
         """Transform the attention output (B, heads, Nq, d) by the queries' positions; ``probs``
         (B, heads, Nq, Nk), after attention dropout, is given when :meth:`needs_probs` is True for this layer,
-        with ``pos_k``, the positions of the keys it runs over."""
+        with ``pos_k``, the positions of the keys it runs over. A subclass may leave ``probs`` and ``pos_k`` out of
+        its signature; it is then called without them."""
         return out
 
+    @default_method
     def between_blocks(self, x: torch.Tensor, pos: Positions, layer_idx: int) -> torch.Tensor:
         """Transform tokens after block ``layer_idx``, (B, prefix + h·w, C)."""
         return x
@@ -230,6 +235,7 @@ class PositionEncoding(nn.Module):
         """Whether :meth:`transform_out` needs the attention probabilities at this layer."""
         return False
 
+    @default_method
     def flex_bias(self, pos_q: Positions, pos_k: Positions,
                   layer_idx: int) -> tuple[OffsetBias, BlockMask | None] | None:
         """This layer's :meth:`logits_bias` as grid-offset tables for FlexAttention, with its block mask, or None
@@ -273,139 +279,54 @@ class PositionEncoding(nn.Module):
         if integer_grid and not pos.has_default_coords:
             raise ValueError(f'{name} indexes the integer patch grid; explicit coordinates are not supported.')
 
+    # ---- what the encoding offers and needs ---------------------------------------------------------------------
+
     @classmethod
     def hooks(cls) -> tuple[str, ...]:
         """The hooks this encoding class overrides."""
-        return tuple(name for name in HOOK_NAMES if getattr(cls, name) is not getattr(PositionEncoding, name))
+        return tuple(name for name in HOOK_NAMES if defines(cls, name))
 
     @property
     def active_hooks(self) -> frozenset[str]:
         """The hooks this instance uses (a composition uses those of its members)."""
         return frozenset(self.hooks())
 
+    def implements(self, method: str) -> bool:
+        """Whether this encoding defines ``method`` beyond the base class's default (a hook, ``position_embedding``,
+        or a method of the camera protocol such as ``encode_queries``); hosts check what they will call at build."""
+        return defines(type(self), method)
 
-class EncodingStack(PositionEncoding):
-    """Several encodings applied together, in order (e.g. learned APE beside iRPE, RoPE-Mixed + APE).
+    def required_geometry(self) -> frozenset[str]:
+        """The geometry this encoding, and every encoding inside it, requires of its positions."""
+        return frozenset(name for module in self.modules() if isinstance(module, PositionEncoding)
+                         for name in type(module).requires)
 
-    Token hooks and rotations apply in list order; logit biases add up.
-    """
 
-    family: ClassVar[str] = 'composite'
-    options: ClassVar[dict[str, Option]] = {
-        'encodings': Option(object, doc='The encodings to apply, in order (built, not configs).')}
+def apply_learned(module: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+    """``module(inputs)`` with the inputs in the dtype of the module's parameters: geometry is computed in float32,
+    learned layers run in their own dtype (float64 after ``.double()``; autocast still casts as it does)."""
+    weight = next(module.parameters(), None)
+    return module(inputs if weight is None else inputs.to(weight.dtype))
 
-    def __init__(self, encodings: Sequence[PositionEncoding]) -> None:
-        super().__init__()
-        self.encodings = nn.ModuleList(encodings)
 
-    @property
-    def active_hooks(self) -> frozenset[str]:
-        return frozenset().union(*(encoding.active_hooks for encoding in self.encodings))
+def add_to_positioned(x: torch.Tensor, pos: Positions, embedding: torch.Tensor) -> torch.Tensor:
+    """``x`` (B, prefix + N, C) with ``embedding`` (B|1, N, C) added to its positioned tokens, prefix tokens
+    unchanged."""
+    prefix = pos.num_prefix_tokens
+    tokens = x[:, prefix:] + embedding.to(x.dtype)
+    return torch.cat([x[:, :prefix], tokens], dim=1) if prefix else tokens
 
-    def _with(self, hook: str) -> list[PositionEncoding]:
-        return [encoding for encoding in self.encodings if hook in encoding.active_hooks]
 
-    def prepare(self, pos: Positions) -> None:
-        for encoding in self.encodings:
-            encoding.prepare(pos)
+class AbsoluteEncoding(PositionEncoding):
+    """Base of the encodings that add an embedding to the positioned tokens: a subclass implements
+    :meth:`position_embedding`, and :meth:`embed` adds it (prefix tokens unchanged)."""
+
+    family: ClassVar[str] = 'absolute'
+
+    @default_method
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
+        raise NotImplementedError(f'{type(self).__name__} derives from AbsoluteEncoding and must implement '
+                                  f'position_embedding(pos) -> (B|1, N, C).')
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        for encoding in self._with('embed'):
-            x = encoding.embed(x, pos)
-        return x
-
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
-               layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        for encoding in self._with('rotate'):
-            q, k = encoding.rotate(q, k, pos_q, pos_k, layer_idx)
-        return q, k
-
-    def transform_v(self, v: torch.Tensor, pos_k: Positions, layer_idx: int) -> torch.Tensor:
-        for encoding in self._with('transform_v'):
-            v = encoding.transform_v(v, pos_k, layer_idx)
-        return v
-
-    def logits_bias(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
-                    layer_idx: int) -> torch.Tensor | None:
-        total = None
-        for encoding in self._with('logits_bias'):
-            bias = encoding.logits_bias(q, k, pos_q, pos_k, layer_idx)
-            if bias is not None:
-                total = bias if total is None else total + bias
-        return total
-
-    def transform_out(self, out: torch.Tensor, pos_q: Positions, layer_idx: int,
-                      probs: torch.Tensor | None = None, pos_k: Positions | None = None) -> torch.Tensor:
-        for encoding in self._with('transform_out'):
-            out = encoding.transform_out(out, pos_q, layer_idx, probs, pos_k)
-        return out
-
-    def between_blocks(self, x: torch.Tensor, pos: Positions, layer_idx: int) -> torch.Tensor:
-        for encoding in self._with('between_blocks'):
-            x = encoding.between_blocks(x, pos, layer_idx)
-        return x
-
-    def needs_probs(self, layer_idx: int) -> bool:
-        return any(encoding.needs_probs(layer_idx) for encoding in self.encodings)
-
-    def flex_bias(self, pos_q: Positions, pos_k: Positions,
-                  layer_idx: int) -> tuple[OffsetBias, BlockMask | None] | None:
-        """The flex tables of the one member with a logit bias, if it offers them (several biases: None)."""
-        biased = self._with('logits_bias')
-        return biased[0].flex_bias(pos_q, pos_k, layer_idx) if len(biased) == 1 else None
-
-    def no_weight_decay(self) -> set[str]:
-        return {f'encodings.{i}.{name}' for i, encoding in enumerate(self.encodings)
-                for name in encoding.no_weight_decay()}
-
-
-class TableCache:
-    """A small LRU of tables that depend only on the grid (and device), never on parameters.
-
-    Kept as a plain attribute, not a buffer: tables are rebuilt on a new device and never saved.
-    """
-
-    def __init__(self, max_entries: int = 8) -> None:
-        self.max_entries = max_entries
-        self._tables: OrderedDict[Hashable, Any] = OrderedDict()
-        self.builds = 0
-
-    @staticmethod
-    def tracing() -> bool:
-        """Whether torch.compile, torch.export or torch.fx is tracing: tables are then built in the traced code."""
-        return tracing()
-
-    def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
-        """The table under ``key``, built on a miss. While torch.compile, torch.export or torch.fx trace a
-        model the table is built in the traced code instead, so the graph holds no state from outside."""
-        if self.tracing():
-            return build()
-        # Tables built under torch.inference_mode cannot enter autograd: they are kept apart from the others.
-        key = (key, torch.is_inference_mode_enabled())
-        if key in self._tables:
-            self._tables.move_to_end(key)
-            return self._tables[key]
-        table = build()
-        self.builds += 1
-        self._tables[key] = table
-        if len(self._tables) > self.max_entries:
-            self._tables.popitem(last=False)
-        return table
-
-    def nbytes(self) -> int:
-        """Memory held by the cached tables (tensors, in dicts, tuples or a FlexAttention block mask)."""
-        return sum(table_nbytes(table) for table in self._tables.values())
-
-
-def table_nbytes(table: Any) -> int:
-    """Bytes of the tensors in a table: a tensor, a dict, tuple or list of them, or an object with ``as_tuple()``
-    (FlexAttention's BlockMask); anything else (None, numbers, functions) counts 0."""
-    if isinstance(table, torch.Tensor):
-        return table.numel() * table.element_size()
-    if isinstance(table, dict):
-        table = list(table.values())
-    elif hasattr(table, 'as_tuple'):
-        table = table.as_tuple()
-    if isinstance(table, (tuple, list)):
-        return sum(table_nbytes(part) for part in table)
-    return 0
+        return add_to_positioned(x, pos, self.position_embedding(pos))

@@ -6,9 +6,11 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from vispe.encodings.base import EncodingStack, PositionEncoding
+from vispe.encodings.base import PositionEncoding
 from vispe.encodings.options import MODEL_FACTS, OptionTypeError
+from vispe.encodings.stack import EncodingStack
 from vispe.registry import ENCODINGS, UnknownTypeError, unknown_type_message
+from vispe.text_table import aligned_table
 
 EncodingConfig = PositionEncoding | Mapping[str, Any] | str | Sequence[Any]
 
@@ -16,7 +18,8 @@ EncodingConfig = PositionEncoding | Mapping[str, Any] | str | Sequence[Any]
 MODEL_CONTEXT = tuple(MODEL_FACTS)
 
 
-def _registered_encodings() -> dict[str, type[PositionEncoding]]:
+def registered_encodings() -> dict[str, type[PositionEncoding]]:
+    """Every registered encoding class by name (plugins loaded first)."""
     ENCODINGS.import_from_location()
     return {name: cls for name, cls in ENCODINGS.module_dict.items()
             if isinstance(cls, type) and issubclass(cls, PositionEncoding)}
@@ -68,7 +71,7 @@ def build_encoding(cfg: EncodingConfig, **context: Any) -> PositionEncoding:
                         f'PositionEncoding subclass; got {type_name!r} ({type(type_name).__name__}). List the names '
                         f'with vispe.list_encodings().')
     else:
-        registered = _registered_encodings()
+        registered = registered_encodings()
         cls = ENCODINGS.get(type_name)
         if type_name in ENCODINGS.module_dict and not (isinstance(cls, type) and issubclass(cls, PositionEncoding)):
             found = f'{getattr(cls, "__module__", "?")}.{getattr(cls, "__qualname__", repr(cls))}'
@@ -107,23 +110,14 @@ class EncodingInfo:
 class EncodingTable(list):
     """A list of :class:`EncodingInfo` that prints as a table."""
 
-    HEADER = ('name', 'family', 'hooks', 'needs', 'options', 'paper')
+    HEADER = ('name', 'family', 'hooks', 'requires', 'options', 'paper')
 
     def rows(self) -> list[tuple[str, ...]]:
-        return [(info.name, info.family, ', '.join(info.hooks) or '-', ', '.join(self.needs(info.requires)),
+        return [(info.name, info.family, ', '.join(info.hooks) or '-', ', '.join(info.requires) or '-',
                  ', '.join(info.options) or '-', info.paper) for info in self]
 
-    @staticmethod
-    def needs(requires: tuple[str, ...]) -> tuple[str, ...]:
-        """What an encoding's positions carry: a token grid and ``requires``, or the points instead of a grid."""
-        return requires if 'points' in requires else ('grid', *requires)
-
     def __str__(self) -> str:
-        rows = [self.HEADER, *self.rows()]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(self.HEADER))]
-        lines = ['  '.join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-        lines.insert(1, '  '.join('-' * width for width in widths))
-        return '\n'.join(lines)
+        return aligned_table([self.HEADER, *self.rows()])
 
     def __repr__(self) -> str:
         return str(self)
@@ -148,9 +142,9 @@ def encoding_options(cls: type[PositionEncoding]) -> tuple[str, ...]:
 
 
 def list_encodings(image_only: bool = False) -> EncodingTable:
-    """Every registered encoding (built-in and plugins): name, family, hooks used, what its positions need,
-    options, paper. ``image_only``: only those that need nothing beyond a token grid (every ViT and DETR encoder
-    takes them; the camera encodings need the cameras of a multi-view detector)."""
+    """Every registered encoding (built-in and plugins): name, family, hooks used, the geometry its positions
+    require, options, paper. ``image_only``: only those that require nothing beyond a 2D grid (every ViT and DETR
+    encoder takes them; the camera encodings need the cameras of a multi-view detector)."""
     return EncodingTable(
         EncodingInfo(name, cls.family, cls.hooks(), encoding_options(cls), cls.paper, tuple(cls.requires))
-        for name, cls in sorted(_registered_encodings().items()) if not (image_only and cls.requires))
+        for name, cls in sorted(registered_encodings().items()) if not (image_only and set(cls.requires) - {'grid'}))

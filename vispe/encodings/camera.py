@@ -2,8 +2,8 @@
 
 These encodings give the memory tokens of V camera images a key embedding from the cameras (added to the
 keys of every cross-attention layer, not to the values) and give object queries their embedding from 3D
-reference points (:class:`CameraEncoding`); the ``embed`` hook (tokens + key embedding) serves any other model
-of multi-view tokens.
+reference points (:class:`CameraEncoding`, the camera protocol); the ``embed`` hook (tokens + key embedding) serves
+any other model of multi-view tokens.
 
 Functions here follow megvii-research/PETR (``pos2posemb3d`` of ``petr_head.py``,
 ``SinePositionalEncoding3D``) and mmdet's ``inverse_sigmoid``.
@@ -11,14 +11,13 @@ Functions here follow megvii-research/PETR (``pos2posemb3d`` of ``petr_head.py``
 from __future__ import annotations
 
 import math
-from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding
+from vispe.encodings.base import PositionEncoding, add_to_positioned, apply_learned, default_method, defines
 from vispe.encodings.options import Option, model_fact
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
@@ -103,72 +102,105 @@ class FeatureEncoding:
 
 def multiview_grid(pos: Positions, user: str) -> tuple[int, int, int]:
     """(V, h, w) of positions that describe V camera grids with cameras, or an error naming what is missing."""
-    if pos.grid_size is None or pos.cameras is None:
-        missing = 'a grid' if pos.grid_size is None else 'cameras'
-        raise ValueError(f'{user} encodes the feature grids of camera images from their cameras; these positions have '
-                         f'no {missing}. Build Positions(grid_size=(h, w), num_views=V, cameras=Cameras(...)) (the '
+    pos.require('cameras', user=user)
+    if pos.grid_size is None:
+        raise ValueError(f'{user} encodes the feature grids of camera images; these positions have no grid. Build '
+                         f'Positions(grid_size=(h, w), num_views=V, camera=CameraGeometry(cameras=Cameras(...))) (the '
                          f'multi-view detectors do it from the data samples: intrinsics, lidar2cam, pad_shape).')
     return pos.num_views, *pos.grid_size
 
 
-def views_valid(pos: Positions, batch: int) -> torch.Tensor:
-    """(B, V, h, w) validity of the cells of ``pos`` (all True without a mask)."""
+def views_valid(pos: Positions) -> torch.Tensor:
+    """(B|1, V, h, w) validity of the cells of ``pos`` (all True, one row, without a mask)."""
     views, height, width = multiview_grid(pos, 'The multi-view sine embedding')
     if pos.valid_mask is None:
-        return torch.ones(batch, views, height, width, dtype=torch.bool, device=pos.device)
-    return pos.valid_mask.reshape(-1, views, height, width).expand(batch, -1, -1, -1)
+        return torch.ones(1, views, height, width, dtype=torch.bool, device=pos.device)
+    return pos.valid_mask.reshape(-1, views, height, width)
 
 
-def adapted_sine(adapt_pos3d: nn.Module, pos: Positions, batch: int, embed_dim: int,
-                 temperature: float = 10000.) -> torch.Tensor:
-    """(B, V·h·w, C): ``adapt_pos3d`` of the multi-view sine table of ``pos`` (C/2 features per axis)."""
-    sine = multiview_sine_embedding(views_valid(pos, batch), embed_dim // 2, temperature)
-    adapted = adapt_pos3d(sine.flatten(0, 1)).unflatten(0, sine.shape[:2])
+def adapted_sine(adapt_pos3d: nn.Module, pos: Positions, embed_dim: int, temperature: float = 10000.) -> torch.Tensor:
+    """(B|1, V·h·w, C): ``adapt_pos3d`` of the multi-view sine table of ``pos`` (C/2 features per axis)."""
+    sine = multiview_sine_embedding(views_valid(pos), embed_dim // 2, temperature)
+    adapted = apply_learned(adapt_pos3d, sine.flatten(0, 1)).unflatten(0, sine.shape[:2])
     return adapted.permute(0, 1, 3, 4, 2).flatten(1, 3)
 
 
-class CameraEncoding(PositionEncoding, metaclass=ABCMeta):
-    """Base of the encodings of camera tokens: a key embedding of the memory from the cameras, a query embedding of
-    3D reference points (normalised to [0, 1] in the encoding's position range), optional auxiliary losses.
+class CameraEncoding(PositionEncoding):
+    """The camera protocol: the base of the encodings of camera tokens (PETR, PPE3D, MultiViewSine, CameraRays).
 
-    A detector calls, once per forward, :meth:`encode_features` on the backbone's feature maps (before its input
-    projection, whose input width is :meth:`out_channels`), :meth:`key_embedding` for the memory's keys and
-    :meth:`encode_queries` for its queries. ``requires = ('cameras',)``: positions must carry cameras, so the 2D
-    models (ViTs, DETR's encoder) and their tests leave these encodings out.
+    A host of camera tokens (the multi-view detector; the novel-view model through :meth:`embed`) calls, once per
+    forward:
+
+    * :meth:`encode_features` on the backbone's feature maps (B·V, C_in, h, w), before its input projection (whose
+      input width is :meth:`out_channels`): identity, or 3DPPE's depth net, which returns context features and
+      extras (its depth predictions);
+    * :meth:`key_embedding` (B, V·h·w, C) for the memory's keys: by default the :meth:`position_embedding` of the
+      positions, which a subclass implements (PPE3D overrides it: its points depend on the predicted depth);
+    * :meth:`encode_queries` for object queries placed at 3D reference points in [0, 1] of the encoding's position
+      range (PETR, PPE3D, MultiViewSine; a host that calls it checks at build that the encoding has it);
+    * :meth:`losses`, auxiliary losses from the extras (3DPPE's depth losses).
+
+    :meth:`embed` serves any other host of camera tokens: encoded features plus the key embedding. Positions must
+    carry a grid (or pixel coordinates) and cameras, one per sample and view.
     """
 
     family: ClassVar[str] = 'camera'
-    requires: ClassVar[tuple[str, ...]] = ('cameras',)
+    requires: ClassVar[tuple[str, ...]] = ('grid', 'cameras')
 
+    @default_method
     def out_channels(self, in_channels: int) -> int:
         """Channels of :meth:`encode_features`' output for backbone features of ``in_channels``."""
         return in_channels
 
+    @default_method
     def encode_features(self, features: torch.Tensor, pos: Positions) -> FeatureEncoding:
         """(B·V, C, h, w) backbone features of the cameras of ``pos`` -> :class:`FeatureEncoding` (unchanged here)."""
         return FeatureEncoding(features)
 
-    @abstractmethod
     def key_embedding(self, pos: Positions, batch: int, extras: dict[str, Any]) -> torch.Tensor:
-        """(B, V·h·w, C) key embedding of the memory tokens (view-major) of ``pos`` (each camera encoding's own)."""
+        """(B, V·h·w, C) key embedding of the memory tokens (view-major) of ``pos``; here its
+        :meth:`position_embedding`, for a batch whose cameras are given per sample."""
+        pos.require('cameras', user=type(self).__name__)
+        samples = pos.camera.cameras.num_samples
+        if samples != batch:
+            raise ValueError(f'{type(self).__name__}: the cameras describe {samples} samples but the batch has {batch}; '
+                             f'give one rig per sample.')
+        embedding = self.position_embedding(pos)
+        if embedding is None:
+            raise NotImplementedError(f'{type(self).__name__} implements neither position_embedding nor key_embedding; '
+                                      f'a camera encoding implements one of them.')
+        return embedding.expand(batch, -1, -1)
 
-    @abstractmethod
+    @default_method
     def encode_queries(self, reference: torch.Tensor) -> torch.Tensor:
-        """(..., Q, 3) reference points in [0, 1] -> (..., Q, C) query embeddings; every camera encoding defines it."""
+        """(..., Q, 3) reference points in [0, 1] -> (..., Q, C) query embeddings."""
+        raise NotImplementedError(f'{type(self).__name__} has no query embedding of 3D reference points; a host that '
+                                  f'embeds its queries with the encoding needs one that has (PETR, PPE3D, '
+                                  f'MultiViewSine).')
 
+    @default_method
     def losses(self, extras: dict[str, Any], pos: Positions) -> dict[str, torch.Tensor]:
-        """Auxiliary losses from :attr:`FeatureEncoding.extras` and ``pos`` (e.g. its measured ``depth``); none by
+        """Auxiliary losses from :attr:`FeatureEncoding.extras` and ``pos`` (e.g. its measured depth); none by
         default."""
         return {}
 
+    def implements(self, method: str) -> bool:
+        if method == 'key_embedding' and not defines(type(self), 'position_embedding'):
+            return type(self).key_embedding is not CameraEncoding.key_embedding
+        return super().implements(method)
+
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        """Multi-view tokens (B, V·h·w, C) -> encoded features + key embedding (as an absolute encoding)."""
-        views, height, width = multiview_grid(pos, type(self).__name__)
-        batch = x.shape[0]
-        grid = x.view(batch * views, height, width, -1).permute(0, 3, 1, 2)
-        encoded = self.encode_features(grid, pos)
-        tokens = encoded.features.view(batch, views, -1, height, width).permute(0, 1, 3, 4, 2).flatten(1, 3)
-        return tokens + self.key_embedding(pos, batch, encoded.extras).to(x.dtype)
+        """Camera tokens (B, prefix + N, C) -> encoded features + key embedding (as an absolute encoding); the
+        features are encoded on the grid of the views (:meth:`encode_features`) when the encoding does that."""
+        batch, extras = x.shape[0], {}
+        if self.implements('encode_features'):
+            views, height, width = multiview_grid(pos, type(self).__name__)
+            prefix = pos.num_prefix_tokens
+            grid = x[:, prefix:].reshape(batch * views, height, width, -1).permute(0, 3, 1, 2)
+            encoded = self.encode_features(grid, pos)
+            tokens = encoded.features.view(batch, views, -1, height, width).permute(0, 1, 3, 4, 2).flatten(1, 3)
+            x, extras = torch.cat([x[:, :prefix], tokens], dim=1), encoded.extras
+        return add_to_positioned(x, pos, self.key_embedding(pos, batch, extras))
 
 
 @ENCODINGS.register_module()
@@ -184,7 +216,7 @@ class MultiViewSine(CameraEncoding):
         embed_dim: C (even).
         temperature: the sine base (10000).
 
-    Shapes: key_embedding(pos of V grids (h, w), B) -> (B, V·h·w, C); encode_queries((..., Q, 3)) -> (..., Q, C).
+    Shapes: position_embedding(pos of V grids (h, w)) -> (B|1, V·h·w, C); encode_queries((..., Q, 3)) -> (..., Q, C).
     """
 
     paper: ClassVar[str] = 'PETR (2D multi-view branch), Liu et al. ECCV 2022'
@@ -202,11 +234,11 @@ class MultiViewSine(CameraEncoding):
         self.adapt_pos3d = pointwise_mlp(embed_dim * 3 // 2, embed_dim * 4, embed_dim)
         self.query_embedding = query_mlp(embed_dim * 3 // 2, embed_dim)
 
-    def key_embedding(self, pos: Positions, batch: int, extras: dict[str, Any]) -> torch.Tensor:
-        return adapted_sine(self.adapt_pos3d, pos, batch, self.embed_dim, self.temperature)
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
+        return adapted_sine(self.adapt_pos3d, pos, self.embed_dim, self.temperature)
 
     def encode_queries(self, reference: torch.Tensor) -> torch.Tensor:
-        return self.query_embedding(pos2posemb3d(reference, self.embed_dim // 2))
+        return apply_learned(self.query_embedding, pos2posemb3d(reference, self.embed_dim // 2))
 
     def extra_repr(self) -> str:
         return f'embed_dim={self.embed_dim}'

@@ -15,8 +15,8 @@ from typing import ClassVar, Sequence
 import torch
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding
-from vispe.encodings.camera import inverse_sigmoid
+from vispe.encodings.base import apply_learned
+from vispe.encodings.camera import CameraEncoding, inverse_sigmoid
 from vispe.encodings.options import Option, model_fact
 from vispe.encodings.petr import RANGE_OPTION, check_position_range
 from vispe.geometry import Positions, depth_bins, frustum_pixels, homogeneous_pixels, lift, normalize_points
@@ -26,8 +26,9 @@ __all__ = ['CameraRays']
 
 
 @ENCODINGS.register_module()
-class CameraRays(PositionEncoding):
-    """PETR-style embedding of the camera ray through each token's pixel, added to the tokens.
+class CameraRays(CameraEncoding):
+    """PETR-style embedding of the camera ray through each token's pixel, added to the tokens: a camera encoding
+    whose key embedding is its :meth:`position_embedding` and that has no query embedding of 3D points.
 
     Args:
         embed_dim: token width C, filled in by the model.
@@ -36,12 +37,11 @@ class CameraRays(PositionEncoding):
         depth_mode: 'LID' or 'UD' bins up to ``position_range[3]`` (as PETR).
         position_range: (xmin, ymin, zmin, xmax, ymax, zmax) of the scene frame in metres.
 
-    Shapes: embed x (B, prefix + N, C) -> same; positions need ``cameras`` and a grid of V views or ``coords``.
+    Shapes: embed x (B, prefix + N, C) -> same; position_embedding (B, N, C); positions need ``cameras`` and a grid
+    of V views or ``coords``.
     """
 
-    family: ClassVar[str] = 'camera'
     paper: ClassVar[str] = 'PETR (Liu et al., ECCV 2022) ray embedding for any camera tokens'
-    requires: ClassVar[tuple[str, ...]] = ('cameras',)
     options: ClassVar[dict[str, Option]] = {
         'embed_dim': model_fact('embed_dim'),
         'depth_num': Option(int, ge=1, doc='Points per ray (PETR: 64).'),
@@ -61,11 +61,10 @@ class CameraRays(PositionEncoding):
 
     def pixels(self, pos: Positions) -> tuple[torch.Tensor, int]:
         """(B|1, V, T, 2) (u, v) pixels of the positioned tokens, T per view, and V."""
-        if pos.cameras is None:
-            raise ValueError('CameraRays embeds camera rays: give Positions.cameras (one per view).')
+        pos.require('cameras', user='CameraRays')
         views = pos.num_views
         if pos.grid_size is not None and pos.coords is None:
-            uv = frustum_pixels(pos.grid_size, pos.cameras.image_size, 'center', pos.device).reshape(1, 1, -1, 2)
+            uv = frustum_pixels(pos.grid_size, pos.camera.cameras.image_size, 'center', pos.device).reshape(1, 1, -1, 2)
             return uv.expand(1, views, -1, 2), views
         if pos.coords is None or pos.coords.shape[-1] != 2:
             raise ValueError('CameraRays needs each token\'s pixel: a grid of views, or Positions.coords (row, col) '
@@ -83,19 +82,18 @@ class CameraRays(PositionEncoding):
             depths = depth_bins(self.depth_num, self.depth_start, self.position_range[3], self.depth_mode, pos.device)
             homogeneous = homogeneous_pixels(uv[..., None, :].expand(*uv.shape[:-1], self.depth_num, 2),
                                              depths.expand(*uv.shape[:-1], -1))
-            batch, views, tokens = pos.cameras.num_samples, uv.shape[1], uv.shape[2]
-            points = lift(pos.cameras.img2lidar, homogeneous.flatten(2, 3))
+            cameras = pos.camera.cameras
+            batch, views, tokens = cameras.num_samples, uv.shape[1], uv.shape[2]
+            points = lift(cameras.img2lidar, homogeneous.flatten(2, 3))
             normalised = inverse_sigmoid(normalize_points(points, self.position_range))
             return normalised.reshape(batch, views * tokens, self.depth_num * 3)
-        return pos.memo(('camera_rays', id(self)), build)
+        return self.cached_table('ray_features', pos, build)
 
     def prepare(self, pos: Positions) -> None:
         self.ray_features(pos)
 
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        prefix = pos.num_prefix_tokens
-        patches = x[:, prefix:] + self.mlp(self.ray_features(pos)).to(x.dtype)
-        return torch.cat([x[:, :prefix], patches], dim=1) if prefix else patches
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
+        return apply_learned(self.mlp, self.ray_features(pos))
 
     def extra_repr(self) -> str:
         return (f'depth_num={self.depth_num}, depth_start={self.depth_start}, depth_mode={self.depth_mode!r}, '

@@ -6,9 +6,10 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.base import PositionEncoding
 from vispe.encodings.options import Option, model_facts
 from vispe.encodings.rotary import angles_to_cis, rotate_pairs
+from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
@@ -202,13 +203,13 @@ class ComRoPE(PositionEncoding):
         return bool(gap > SPECTRAL_GAP)
 
     def prepare(self, pos: Positions) -> None:
-        self.table(pos)
+        self.rotations(pos)
 
-    def table(self, pos: Positions, extent_of: Positions | None = None) -> RotationTable:
-        """This forward's table of ``pos`` (normalised by the grid of ``extent_of``, default ``pos``)."""
+    def rotations(self, pos: Positions, extent_of: Positions | None = None) -> RotationTable:
+        """This forward's rotations of ``pos`` (normalised by the grid of ``extent_of``, default ``pos``)."""
         if extent_of is None or extent_of is pos:
-            return pos.memo(('comrope', id(self)), lambda: self.build_table(pos))
-        return pos.memo(('comrope', id(self), id(extent_of)), lambda: self.build_table(pos, extent_of))
+            return self.cached_table('rotations', pos, lambda: self.build_table(pos))
+        return self.cached_table('rotations', pos, lambda: self.build_table(pos, extent_of), pos_k=extent_of)
 
     @staticmethod
     def layer_rotation(table: RotationTable, layer_idx: int) -> RotationTable:
@@ -232,8 +233,8 @@ class ComRoPE(PositionEncoding):
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         if layer_idx >= self.depth:
             raise IndexError(f'ComRoPE has generators for {self.depth} layers; layer {layer_idx} asked.')
-        rotation_q = self.layer_rotation(self.table(pos_q, pos_k), layer_idx)
-        rotation_k = rotation_q if pos_k is pos_q else self.layer_rotation(self.table(pos_k), layer_idx)
+        rotation_q = self.layer_rotation(self.rotations(pos_q, pos_k), layer_idx)
+        rotation_k = rotation_q if pos_k is pos_q else self.layer_rotation(self.rotations(pos_k), layer_idx)
         return self.apply_rotation(q, rotation_q), self.apply_rotation(k, rotation_k)
 
     def no_weight_decay(self) -> set[str]:

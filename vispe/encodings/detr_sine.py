@@ -6,7 +6,7 @@ from typing import ClassVar
 
 import torch
 
-from vispe.encodings.base import PositionEncoding
+from vispe.encodings.base import AbsoluteEncoding
 from vispe.encodings.options import Option, model_fact
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
@@ -48,7 +48,7 @@ def detr_sine_embedding(valid_mask: torch.Tensor, dim: int, temperature: float =
 
 
 @ENCODINGS.register_module()
-class DETRSine(PositionEncoding):
+class DETRSine(AbsoluteEncoding):
     """The 2D sine embedding of DETR (Carion et al., ECCV 2020; ``PositionEmbeddingSine``).
 
     Positions come from ``pos.valid_mask`` when the batch is padded (each image's real grid, as DETR
@@ -64,7 +64,6 @@ class DETRSine(PositionEncoding):
     Shapes: embed (B, prefix + h·w, C) -> same.
     """
 
-    family: ClassVar[str] = 'absolute'
     paper: ClassVar[str] = 'DETR, Carion et al. ECCV 2020'
     options: ClassVar[dict[str, Option]] = {
         'embed_dim': model_fact('embed_dim', multiple_of=2, doc='The token width C holds y and x halves, so it must '
@@ -85,18 +84,14 @@ class DETRSine(PositionEncoding):
         self.normalize = normalize
         self.scale = scale
 
-    def table(self, pos: Positions) -> torch.Tensor:
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
         """(B, h·w, C) float32: the embedding of each image's real grid (``pos.valid_mask``)."""
         self.check_sequence(pos, pos.num_prefix_tokens)
         mask = pos.valid_mask
         if mask is None:
             mask = torch.ones(1, *pos.grid_size, dtype=torch.bool, device=pos.device)
-        return pos.memo(('detr_sine', id(self)), lambda: detr_sine_embedding(
+        return self.cached_table('sine', pos, lambda: detr_sine_embedding(
             mask, self.embed_dim, self.temperature, self.normalize, self.scale))
-
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
-        return torch.cat([prefix, patches + self.table(pos).to(x.dtype)], dim=1)
 
     def extra_repr(self) -> str:
         return f'embed_dim={self.embed_dim}, temperature={self.temperature}, normalize={self.normalize}'

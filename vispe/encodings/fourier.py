@@ -7,14 +7,14 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding
+from vispe.encodings.base import AbsoluteEncoding
 from vispe.encodings.options import Option, model_facts
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
 
 @ENCODINGS.register_module()
-class FourierFeatures(PositionEncoding):
+class FourierFeatures(AbsoluteEncoding):
     """Learnable Fourier features for multi-dimensional positions (Li et al., NeurIPS 2021, Algorithm 1).
 
     For a patch-centre position p = (row + 0.5, col + 0.5) (patch units; divided by (h, w) when
@@ -34,10 +34,9 @@ class FourierFeatures(PositionEncoding):
         normalize: normalise positions to (0, 1) by the grid size (interpolation at a new
             resolution) instead of patch units (extrapolation).
 
-    Shapes: embed (B, prefix + h·w, C) -> same.
+    Shapes: embed (B, prefix + h·w, C) -> same; position_embedding (1|B, h·w, C).
     """
 
-    family: ClassVar[str] = 'absolute'
     paper: ClassVar[str] = 'Li et al., NeurIPS 2021'
     options: ClassVar[dict[str, Option]] = {
         **model_facts('embed_dim'),
@@ -86,9 +85,9 @@ class FourierFeatures(PositionEncoding):
         features = torch.cat([projected.cos(), projected.sin()], dim=-1) / math.sqrt(self.fourier_dim)
         return self.mlp(features)
 
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
-        return torch.cat([prefix, patches + self.encode(self.positions(pos)).to(x.dtype)], dim=1)
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
+        embedding = self.encode(self.positions(pos))
+        return embedding if embedding.ndim == 3 else embedding[None]
 
     def extra_repr(self) -> str:
         return f'fourier_dim={self.fourier_dim}, gamma={self.gamma}, normalize={self.normalize}'

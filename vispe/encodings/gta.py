@@ -31,9 +31,10 @@ from typing import ClassVar, NamedTuple
 import torch
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.base import PositionEncoding
 from vispe.encodings.options import Option, model_fact
 from vispe.encodings.rotary import angles_to_cis, rotate_pairs
+from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions
 from vispe.geometry.grid import grid_coords
 from vispe.registry import ENCODINGS
@@ -127,7 +128,7 @@ class GTA(PositionEncoding):
 
     family: ClassVar[str] = 'rotary'
     paper: ClassVar[str] = 'Miyato et al., ICLR 2024 (autonomousvision/gta)'
-    requires: ClassVar[tuple[str, ...]] = ('cameras',)
+    requires: ClassVar[tuple[str, ...]] = ('grid', 'cameras')
     examples: ClassVar[tuple[dict, ...]] = ({}, {'on': 'qk'})
     options: ClassVar[dict[str, Option]] = {
         'head_dim': model_fact('head_dim', multiple_of=4,
@@ -169,10 +170,7 @@ class GTA(PositionEncoding):
         return hooks if self.on == 'qkvo' else hooks - {'transform_v', 'transform_out'}
 
     def _views(self, pos: Positions) -> int:
-        cameras = pos.cameras
-        if cameras is None or not hasattr(cameras, 'extrinsics'):
-            raise ValueError('GTA transforms tokens by the cameras of their views: give Positions.cameras '
-                             '(vispe.geometry.Cameras, one per view) on both sides of the attention.')
+        pos.require('cameras', user='GTA')
         if pos.num_positions % pos.num_views:
             raise ValueError(f'GTA reads tokens view-major: {pos.num_positions} positioned tokens do not split into '
                              f'{pos.num_views} views of equal size; give each view the same number of tokens.')
@@ -189,15 +187,16 @@ class GTA(PositionEncoding):
             got = 'none' if pos.coords is None else f'D = {pos.coords.shape[-1]}'
             raise ValueError(f'GTA needs image coordinates: a grid, or Positions.coords (row, col) in pixels of the '
                              f'view\'s image; got {got}.')
-        size = torch.tensor(pos.cameras.image_size, dtype=torch.float32, device=pos.device)
+        size = torch.tensor(pos.camera.cameras.image_size, dtype=torch.float32, device=pos.device)
         return pos.coords.float() / size
 
     def tables(self, pos: Positions) -> GTATables:
         """This forward's :class:`GTATables` of one token set, built once per :class:`Positions`."""
         def build() -> GTATables:
             self._views(pos)
-            split_e = translation_split(pos.cameras.extrinsics.float())
-            split_p = translation_split(pos.cameras.cam2lidar.float())
+            cameras = pos.camera.cameras
+            split_e = translation_split(cameras.extrinsics.float())
+            split_p = translation_split(cameras.cam2lidar.float())
             rotation, translation = (torch.stack([e, e.transpose(-2, -1), p.transpose(-2, -1)])
                                      for e, p in zip(split_e, split_p))
             group = self.block_group
@@ -207,7 +206,7 @@ class GTA(PositionEncoding):
                 cis = angles_to_cis(angles.unsqueeze(-2))
                 cis_inverse = inverse_rotations(cis)
             return GTATables(repeat_block(rotation, group), repeat_block(translation, group), cis, cis_inverse)
-        return pos.memo(('gta', id(self)), build)
+        return self.cached_table('tables', pos, build)
 
     @property
     def block_group(self) -> int:

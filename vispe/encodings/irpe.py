@@ -7,7 +7,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.base import PositionEncoding
 from vispe.encodings.options import Option, model_facts
 from vispe.flex_bias import OffsetBias, grid_offsets, kernel_option, use_flex
 from vispe.geometry import Positions, pad_prefix, pairwise_offsets, relative_offsets
@@ -157,14 +157,13 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
             else:
                 shape = (depth, axes, table_heads, head_dim, nb)
             setattr(self, f'lookup_{side}', nn.Parameter(torch.zeros(shape)))
-        self._cache = TableCache()
 
     def bucket_ids(self, pos: Positions) -> torch.Tensor:
         """(A, L, L) bucket ids of this grid (cached by grid and device)."""
         self.check_sequence(pos, self.num_prefix_tokens)
-        key = (pos.grid_size, pos.device)
-        return self._cache.get(key, lambda: bucket_ids(self.method, pos.grid_size, self.ratio,
-                                                       self.num_prefix_tokens, pos.device))
+        return self.cached_table('bucket_ids', pos, lambda: bucket_ids(self.method, pos.grid_size, self.ratio,
+                                                                       self.num_prefix_tokens, pos.device),
+                                 across_forwards=True)
 
     def pair_ids(self, pos_q: Positions, pos_k: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """Buckets of query − key, (A, B'|1, Lq, Lk), and of key − query, (A, B'|1, Lk, Lq) (the q-side tables
@@ -184,7 +183,7 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
             backward = offset_buckets(self.method, pairwise_offsets(coords_k, coords_q), self.ratio)
             return (pad_prefix(forward, pos_q.num_prefix_tokens, extra, pos_k.num_prefix_tokens),
                     pad_prefix(backward, pos_k.num_prefix_tokens, extra, pos_q.num_prefix_tokens))
-        return pos_q.memo(('irpe', id(self), id(pos_k)), build)
+        return self.cached_table('pair_ids', pos_q, build, pos_k=pos_k)
 
     def prepare(self, pos: Positions) -> None:
         flex = self.mode == 'bias' and use_flex(self.kernel, pos.num_tokens, self.flex_min_tokens)
@@ -223,7 +222,7 @@ class iRPE(PositionEncoding):  # noqa: N801 (the paper's name)
         def build() -> tuple[torch.Tensor, torch.Tensor]:
             offsets = grid_offsets(pos.grid_size, pos.device).long()
             return offset_buckets(self.method, -offsets, self.ratio), offset_buckets(self.method, offsets, self.ratio)
-        return self._cache.get(('flex', pos.grid_size, pos.device), build)
+        return self.cached_table('offset_ids', pos, build, across_forwards=True)
 
     def flex_bias(self, pos_q: Positions, pos_k: Positions, layer_idx: int) -> tuple[OffsetBias, None] | None:
         """This layer's bias-mode term as grid-offset tables (self-attention on the grid, kernel permitting)."""

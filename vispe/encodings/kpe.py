@@ -22,8 +22,9 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.base import AbsoluteEncoding, apply_learned
 from vispe.encodings.options import Option, model_fact
+from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
@@ -108,15 +109,15 @@ def kpe_dense(boxes: torch.Tensor, intrinsics: torch.Tensor, size: tuple[int, in
 
 
 @ENCODINGS.register_module()
-class KPE(PositionEncoding):
+class KPE(AbsoluteEncoding):
     """KPE as an additive token encoding of a ViT over crops: the crop's features through a 1×1 MLP
     (ZoeDepth's ``conv_pos_enc``: Linear(in → hidden) → ReLU → Linear(hidden → C) → ReLU) added to the patch
     tokens; ``dense`` gives each patch the features of its place in the crop, ``center-corner`` adds one
     vector to every patch. The reference adds its map to tokens 0…T−2 of BEiT (the cls token and all patches
     but the last, an off-by-one); vispe adds it to the patches and leaves prefix tokens alone.
 
-    Positions: a single-image grid, ``crop_boxes`` (B, 4) in pixels of the full images and ``cameras`` with
-    their intrinsics (one view) and (H, W).
+    Positions: a single-image grid and a :class:`~vispe.geometry.CameraGeometry` with ``crop_boxes`` (B, 4) in
+    pixels of the full images and ``cameras`` with their intrinsics (one view) and (H, W).
 
     Args:
         embed_dim: token width C, filled in by the model.
@@ -128,12 +129,12 @@ class KPE(PositionEncoding):
             centre) in place of the real K, so the features say where the crop lies in pixels and nothing of the
             focal length.
 
-    Shapes: embed x (B, prefix + h·w, C) -> same.
+    Shapes: embed x (B, prefix + h·w, C) -> same; position_embedding (B, h·w, C).
     """
 
     family: ClassVar[str] = 'camera'
     paper: ClassVar[str] = 'Prakash, Gupta, Gupta, ECCV 2024 (ap229997/ambiguity)'
-    requires: ClassVar[tuple[str, ...]] = ('cameras', 'crop_boxes')
+    requires: ClassVar[tuple[str, ...]] = ('grid', 'cameras', 'crop_boxes')
     examples: ClassVar[tuple[dict, ...]] = ({}, {'mode': 'center-corner'},
                                             {'mode': 'center-corner', 'use_intrinsics': False})
     options: ClassVar[dict[str, Option]] = {
@@ -157,10 +158,8 @@ class KPE(PositionEncoding):
 
     def crop_geometry(self, pos: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, 4) crop boxes and (B, 3, 3) intrinsics of the full images, checked (not while a model is traced)."""
-        cameras, boxes = pos.cameras, pos.crop_boxes
-        if cameras is None or boxes is None:
-            raise ValueError('KPE encodes where a crop lies in its camera: give Positions.crop_boxes (B, 4) in pixels '
-                             'of the full images and Positions.cameras with their intrinsics.')
+        pos.require('cameras', 'crop_boxes', user='KPE')
+        cameras, boxes = pos.camera.cameras, pos.camera.crop_boxes
         if cameras.num_views != 1:
             raise ValueError(f'KPE encodes crops of one image each; the cameras have {cameras.num_views} views.')
         intrinsics = cameras.intrinsics[:, 0]
@@ -179,16 +178,16 @@ class KPE(PositionEncoding):
             if self.mode == 'center-corner':
                 return kpe_center_corner(boxes, intrinsics, self.num_freqs)[:, None]
             return kpe_dense(boxes, intrinsics, pos.require_grid('KPE'), self.num_freqs).flatten(2).transpose(1, 2)
-        return pos.memo(('kpe', id(self)), build)
+        return self.cached_table('features', pos, build)
 
     def prepare(self, pos: Positions) -> None:
         self.features(pos)
 
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
+        """(B, h·w, C): the MLP of each patch's features (``center-corner``: the crop's one vector on every patch)."""
         pos.require_grid('KPE')
-        prefix = pos.num_prefix_tokens
-        patches = x[:, prefix:] + self.mlp(self.features(pos)).to(x.dtype)
-        return torch.cat([x[:, :prefix], patches], dim=1) if prefix else patches
+        embedding = apply_learned(self.mlp, self.features(pos))
+        return embedding.expand(-1, pos.num_positions, -1)
 
     def extra_repr(self) -> str:
         return f'mode={self.mode!r}, num_freqs={self.num_freqs}, use_intrinsics={self.use_intrinsics}'

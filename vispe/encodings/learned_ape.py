@@ -8,8 +8,9 @@ import torch
 from timm.layers import resample_abs_pos_embed, trunc_normal_
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.base import PositionEncoding, add_to_positioned
 from vispe.encodings.options import Option, Search, model_facts
+from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions, to_2tuple
 from vispe.registry import ENCODINGS
 
@@ -147,19 +148,23 @@ class LearnedAPE(PositionEncoding):
             raise ValueError(f'Positions reach row {int(rows.max())}, column {int(cols.max())}, outside the '
                              f'{self.grid_size} table of LearnedAPE: build it with a larger grid_size.')
 
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+    def table(self, pos: Positions) -> torch.Tensor:
+        """(1|B, [prefix +] N, C): this forward's table, its prefix rows first when it has them."""
         self.check_sequence(pos, self.num_prefix_tokens, integer_grid=False)
         sizes = pos.real_grid_sizes()
         if pos.has_default_coords and sizes is not None and bool((sizes != sizes.new_tensor(pos.grid_size)).any()):
-            table = self.per_image(sizes, pos.grid_size)
-        elif pos.has_default_coords:
-            table = self.resampled(pos.grid_size)
-        else:
-            table = self.gathered(pos.patch_coords())
-        if self.no_embed_class:
-            prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
-            return torch.cat([prefix, patches + table], dim=1)
-        return x + table
+            return self.per_image(sizes, pos.grid_size)
+        if pos.has_default_coords:
+            return self.resampled(pos.grid_size)
+        return self.gathered(pos.patch_coords())
+
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
+        """(1|B, N, C): the table's rows of the positioned tokens (its prefix rows, if any, go to prefix tokens)."""
+        return self.table(pos)[:, self.table_prefix_tokens:]
+
+    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        table = self.table(pos)
+        return add_to_positioned(x, pos, table) if self.no_embed_class else x + table
 
     def no_weight_decay(self) -> set[str]:
         return {'pos_embed'}

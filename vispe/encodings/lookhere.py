@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 import torch
 
-from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.base import PositionEncoding
 from vispe.encodings.options import Option, Search, closest_suggestion, model_facts
 from vispe.flex_bias import OffsetBias, grid_offsets, kernel_option, use_flex
 from vispe.geometry import Positions, grid_coords, pad_prefix, pairwise_offsets, relative_offsets
@@ -186,6 +186,8 @@ class LookHere(PositionEncoding):
     # From how many tokens 'auto' takes the flex path (ViT-S/16 on one CPU thread: slower than SDPA at 1025 tokens,
     # 512 px; faster at 4097, 1024 px).
     flex_min_tokens: ClassVar[int | None] = 2048
+    # Its grid tables hold (heads, L, L) maps: few are kept.
+    table_cache_size: ClassVar[int] = 2
 
     def __init__(self, num_heads: int, depth: int, num_prefix_tokens: int = 1, directions: str = 'halves',
                  global_slope: float = 1.0, layer_slopes: Sequence[float] = (1.5, 0.5), distance: str = 'linear',
@@ -202,7 +204,6 @@ class LookHere(PositionEncoding):
         self.fill_with = fill_with
         self.reference_rounding = reference_rounding
         self.kernel = kernel
-        self._cache = TableCache(max_entries=2)
 
     def layer_slope(self, layer_idx: int) -> float:
         """s_l = linspace(first, last, depth)[l], computed as numpy's linspace does (float64, the last exact),
@@ -265,8 +266,8 @@ class LookHere(PositionEncoding):
         built once per forward from the coordinates."""
         if pos_q is pos_k and pos_q.has_default_coords:
             self.check_sequence(pos_q, self.num_prefix_tokens)
-            key = (pos_q.grid_size, pos_q.device, self.distance, self.reference_rounding)
-            return self._cache.get(key, lambda: self.grid_maps(pos_q.grid_size, pos_q.device))
+            return self.cached_table('grid_maps', pos_q, lambda: self.grid_maps(pos_q.grid_size, pos_q.device),
+                                     across_forwards=True)
 
         def build() -> dict[str, torch.Tensor]:
             dtype = torch.float64 if self.reference_rounding else torch.float32
@@ -274,7 +275,7 @@ class LookHere(PositionEncoding):
             offsets = -pairwise_offsets(pos_q.patch_coords(), coords_k).to(dtype)
             to_centre = self.centre_distances(coords_k, pos_k.require_grid('LookHere'))
             return self.build_maps(offsets, to_centre, pos_q.num_prefix_tokens, pos_k.num_prefix_tokens)
-        return pos_q.memo(('lookhere', id(self), id(pos_k), self.distance, self.reference_rounding), build)
+        return self.cached_table('maps', pos_q, build, pos_k=pos_k)
 
     def prepare(self, pos: Positions) -> None:
         if pos.has_default_coords and not self.takes_flex(pos):
@@ -319,8 +320,7 @@ class LookHere(PositionEncoding):
                 maps['block_mask'] = OffsetBias(pos.grid_size, pos.num_prefix_tokens, base, largest,
                                                 masked=masks).block_mask()
             return maps
-        key = ('flex', pos.grid_size, pos.num_prefix_tokens, pos.device, self.distance)
-        return self._cache.get(key, build)
+        return self.cached_table('offset_maps', pos, build, across_forwards=True)
 
     @staticmethod
     def head_kind(spec: tuple[str, ...]) -> str:

@@ -16,5 +16,6 @@ class NoPE(PositionEncoding):
     """
 
     family: ClassVar[str] = 'none'
+    requires: ClassVar[tuple[str, ...]] = ()
     paper: ClassVar[str] = 'baseline (no position)'
     options: ClassVar[dict[str, Option]] = {}

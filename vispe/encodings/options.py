@@ -268,7 +268,7 @@ def _test_time_summary(encoding: Any) -> str:
 
 
 def unknown_attribute_message(encoding: Any, name: str) -> str:
-    """The error for a new public attribute on a built encoding (a misspelt option must not pass silently)."""
+    """The error for an option name that ``encoding`` does not declare (the closest test-time options named)."""
     owner = type(encoding).__name__
     paths = tunable_option_paths(encoding)
     leaves = {path.rsplit('.', 1)[-1] for path in paths}
@@ -279,8 +279,45 @@ def unknown_attribute_message(encoding: Any, name: str) -> str:
         else:
             shown.append(f'{close} (fixed at build)')
     suggestion = ' Did you mean ' + ' or '.join(shown) + '?' if shown else ''
-    return (f'{owner} has no attribute {name!r} to set.{suggestion} {_test_time_summary(encoding)} A built '
-            f'encoding refuses new attributes so that a misspelt option cannot pass silently.')
+    return f'{owner} has no option {name!r}.{suggestion} {_test_time_summary(encoding)}'
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance between two strings (insertions, deletions and substitutions of one character)."""
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, 1):
+        current = [i]
+        for j, char_b in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
+        previous = current
+    return previous[-1]
+
+
+def near_option_names(encoding: Any, name: str) -> list[str]:
+    """The declared options of ``encoding`` and the test-time options of the encodings inside it (as attribute
+    paths) whose name is within a small edit distance of ``name`` (case-insensitive: 1 for names of up to 5
+    characters, else 2); a nested option of exactly that name counts too. Setting ``name`` on a built encoding is
+    then almost surely a misspelt or misplaced option."""
+    near = []
+    lowered = name.lower()
+    for option in type(encoding).options:
+        if option != name and edit_distance(lowered, option.lower()) <= (1 if len(option) <= 5 else 2):
+            near.append(option)
+    for path in tunable_option_paths(encoding):
+        if '.' in path:
+            leaf = path.rsplit('.', 1)[-1]
+            if edit_distance(lowered, leaf.lower()) <= (1 if len(leaf) <= 5 else 2):
+                near.append(path)
+    return near
+
+
+def misspelt_option_message(encoding: Any, name: str, near: list[str]) -> str:
+    """The error for a new attribute whose name is that of a declared option, nearly or inside a nested encoding."""
+    owner = type(encoding).__name__
+    options = type(encoding).options
+    shown = [f'{path} (fixed at build)' if path in options and not options[path].test_time else path for path in near]
+    return (f'{owner} has no option {name!r}. Did you mean {" or ".join(shown)}? A built encoding takes new '
+            f'attributes, but not one named like an option, which nothing would read. {_test_time_summary(encoding)}')
 
 
 def fixed_at_build_message(encoding: Any, name: str) -> str:

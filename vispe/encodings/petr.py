@@ -12,10 +12,11 @@ from typing import Any, ClassVar, Sequence
 
 import torch
 
-from vispe.encodings.base import TableCache
+from vispe.encodings.base import apply_learned
 from vispe.encodings.camera import (CameraEncoding, adapted_sine, inverse_sigmoid, multiview_grid, pointwise_mlp,
                                     pos2posemb3d, query_mlp)
 from vispe.encodings.options import Option, model_fact
+from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions, depth_bins, frustum_pixels, homogeneous_pixels, lift, normalize_points
 from vispe.registry import ENCODINGS
 
@@ -115,18 +116,16 @@ class PETR(CameraEncoding):
         self.query_embedding = query_mlp(embed_dim * 3 // 2, embed_dim)
         self.register_buffer('depths', depth_bins(depth_num, depth_start, self.position_range[3], depth_mode),
                              persistent=False)
-        self._frustums = TableCache()
-        self._rig_inputs = TableCache(max_entries=4)
 
     def frustum(self, pos: Positions) -> torch.Tensor:
         """(B, V, h, w, D, 3) scene-frame points of every cell and depth bin, normalised to the position range."""
         views, height, width = multiview_grid(pos, 'PETR')
-        cameras = pos.cameras
+        cameras = pos.camera.cameras
         image_size = tuple(int(s) for s in cameras.image_size)
         depths = self.depths.to(pos.device)
-        key = ((height, width), image_size, pos.device, self.pixel)
-        homogeneous = self._frustums.get(key, lambda: frustum_homogeneous((height, width), image_size, depths,
-                                                                         self.pixel))
+        homogeneous = self.cached_table('frustum', pos, lambda: frustum_homogeneous((height, width), image_size, depths,
+                                                                                   self.pixel),
+                                        across_forwards=True, key=image_size)
         points = lift(cameras.img2lidar, homogeneous[None, None])
         points = points.view(cameras.num_samples, views, height, width, self.depth_num, 3)
         return normalize_points(points, self.position_range)
@@ -135,11 +134,11 @@ class PETR(CameraEncoding):
         """(B·V, 3·D, h, w) the input of ``position_encoder``: the normalised frustum, inverse-sigmoided, channel
         3k + axis. It depends on the rig alone, so it is cached per rig (:attr:`Cameras.fingerprint`) and grid:
         a fixed rig at inference pays for it once."""
-        views, height, width = multiview_grid(pos, 'PETR')
-        if TableCache.tracing():
+        multiview_grid(pos, 'PETR')
+        if TableCache.tracing():  # the rig's fingerprint reads the cameras back to the host
             return self._build_ray_inputs(pos)
-        key = ((height, width), pos.device, self.pixel, self.use_inverse_sigmoid, pos.cameras.fingerprint)
-        return self._rig_inputs.get(key, lambda: self._build_ray_inputs(pos))
+        return self.cached_table('ray_inputs', pos, lambda: self._build_ray_inputs(pos), across_forwards=True,
+                                 key=pos.camera.cameras.fingerprint)
 
     def _build_ray_inputs(self, pos: Positions) -> torch.Tensor:
         frustum = self.frustum(pos)
@@ -151,21 +150,19 @@ class PETR(CameraEncoding):
     def ray_embedding(self, pos: Positions) -> torch.Tensor:
         """(B, V·h·w, C): ``position_encoder`` of the (inverse-sigmoided) normalised frustum."""
         views, height, width = multiview_grid(pos, 'PETR')
-        embedding = self.position_encoder(self.ray_inputs(pos))
-        embedding = embedding.view(pos.cameras.num_samples, views, self.embed_dim, height, width)
+        embedding = apply_learned(self.position_encoder, self.ray_inputs(pos))
+        embedding = embedding.view(pos.camera.cameras.num_samples, views, self.embed_dim, height, width)
         return embedding.permute(0, 1, 3, 4, 2).flatten(1, 3)
 
-    def key_embedding(self, pos: Positions, batch: int, extras: dict[str, Any]) -> torch.Tensor:
-        key_embed = self.ray_embedding(pos)
-        if key_embed.shape[0] != batch:
-            raise ValueError(f'PETR: the cameras describe {key_embed.shape[0]} samples but the batch has {batch}; '
-                             f'give one rig per sample.')
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
+        """(B, V·h·w, C): the rays' embedding plus, with ``with_multiview``, the adapted multi-view sine."""
+        embedding = self.ray_embedding(pos)
         if self.with_multiview:
-            key_embed = key_embed + adapted_sine(self.adapt_pos3d, pos, batch, self.embed_dim, self.temperature)
-        return key_embed
+            embedding = embedding + adapted_sine(self.adapt_pos3d, pos, self.embed_dim, self.temperature)
+        return embedding
 
     def encode_queries(self, reference: torch.Tensor) -> torch.Tensor:
-        return self.query_embedding(pos2posemb3d(reference, self.embed_dim // 2, self.temperature))
+        return apply_learned(self.query_embedding, pos2posemb3d(reference, self.embed_dim // 2, self.temperature))
 
     def extra_repr(self) -> str:
         return (f'embed_dim={self.embed_dim}, depth_num={self.depth_num}, depth_mode={self.depth_mode!r}, '

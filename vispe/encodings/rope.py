@@ -7,7 +7,7 @@ import torch
 from timm.layers.pos_embed_sincos import init_random_2d_freqs
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.base import PositionEncoding
 from vispe.encodings.options import Option, Search, model_fact, model_facts
 from vispe.encodings.rotary import angles_to_cis, rotate_pairs, rotation_ndim, with_identity_prefix, xy_positions
 from vispe.geometry import Positions
@@ -59,7 +59,6 @@ class RoPEAxial(PositionEncoding):
         self.head_dim = head_dim
         self.theta = theta
         self.position_scale = position_scale
-        self._cache = TableCache()
 
     def frequencies(self, device: torch.device | None = None) -> torch.Tensor:
         """f_k = θ^(−4k/d), (d/4,) float32."""
@@ -75,23 +74,21 @@ class RoPEAxial(PositionEncoding):
         return with_identity_prefix(angles_to_cis(angles), pos.num_prefix_tokens)
 
     def prepare(self, pos: Positions) -> None:
-        self.table(pos)
+        self.rotations(pos)
 
-    def table(self, pos: Positions) -> torch.Tensor:
-        if pos.has_default_coords:
-            key = (pos.grid_size, pos.num_prefix_tokens, pos.device, self.theta, self.position_scale)
-            return self._cache.get(key, lambda: self.build_cis(pos))
-        return pos.memo(('rope_axial', id(self)), lambda: self.build_cis(pos))
+    def rotations(self, pos: Positions) -> torch.Tensor:
+        """This forward's rotations of ``pos`` (:meth:`build_cis`): kept across forwards on the integer grid."""
+        return self.cached_table('rotations', pos, lambda: self.build_cis(pos), across_forwards=pos.has_default_coords)
 
-    def head_table(self, pos: Positions) -> torch.Tensor:
-        """The table broadcastable against (B, heads, N, d/2): (N, d/2) or (B, 1, N, d/2)."""
-        cis = self.table(pos)
+    def head_rotations(self, pos: Positions) -> torch.Tensor:
+        """The rotations broadcastable against (B, heads, N, d/2): (N, d/2) or (B, 1, N, d/2)."""
+        cis = self.rotations(pos)
         return cis.unsqueeze(1) if rotation_ndim(cis) == 3 else cis
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        cis_q = self.head_table(pos_q)
-        cis_k = cis_q if pos_k is pos_q else self.head_table(pos_k)
+        cis_q = self.head_rotations(pos_q)
+        cis_k = cis_q if pos_k is pos_q else self.head_rotations(pos_k)
         return rotate_pairs(q, cis_q), rotate_pairs(k, cis_k)
 
     def extra_repr(self) -> str:
@@ -156,17 +153,18 @@ class RoPEMixed(PositionEncoding):
         return with_identity_prefix(angles_to_cis(angles), pos.num_prefix_tokens)
 
     def prepare(self, pos: Positions) -> None:
-        self.table(pos)
+        self.rotations(pos)
 
-    def table(self, pos: Positions) -> torch.Tensor:
-        return pos.memo(('rope_mixed', id(self)), lambda: self.build_cis(pos))
+    def rotations(self, pos: Positions) -> torch.Tensor:
+        """This forward's rotations of ``pos`` (:meth:`build_cis`; the frequencies are learned: per forward)."""
+        return self.cached_table('rotations', pos, lambda: self.build_cis(pos))
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         if layer_idx >= self.depth:
             raise IndexError(f'RoPEMixed has frequencies for {self.depth} layers; layer {layer_idx} asked.')
-        cis_q = self.table(pos_q)[layer_idx]
-        cis_k = cis_q if pos_k is pos_q else self.table(pos_k)[layer_idx]
+        cis_q = self.rotations(pos_q)[layer_idx]
+        cis_k = cis_q if pos_k is pos_q else self.rotations(pos_k)[layer_idx]
         return rotate_pairs(q, cis_q), rotate_pairs(k, cis_k)
 
     def no_weight_decay(self) -> set[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from vispe.encodings.base import TableCache
+from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions
 
 

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from typing import Any, ClassVar, Iterator, Sequence
 
 import torch
 
-from vispe.encodings.base import EncodingStack, PositionEncoding
+from vispe.encodings.base import PositionEncoding
 from vispe.encodings.builder import EncodingConfig, build_encoding
 from vispe.encodings.learned_ape import LearnedAPE
 from vispe.encodings.options import Option, Search, model_fact
+from vispe.encodings.stack import EncodingStack
 from vispe.geometry import Positions, to_2tuple
 from vispe.registry import ENCODINGS
 
@@ -81,6 +81,9 @@ class RPE2D(PositionEncoding):
     @property
     def active_hooks(self) -> frozenset[str]:
         return self.base.active_hooks
+
+    def implements(self, method: str) -> bool:
+        return self.base.implements(method)
 
     def sample_positions(self, grid_size: Sequence[int],
                          generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -156,14 +159,17 @@ class RPE2D(PositionEncoding):
             else:
                 rows, cols = self.rows_and_cols(pos.grid_size)
                 coords = torch.stack(torch.meshgrid(rows.float(), cols.float(), indexing='ij'), dim=-1).reshape(-1, 2)
-            return dataclasses.replace(pos, coords=coords.to(pos.device), _memo={})
-        return pos.memo(('rpe2d', id(self)), build)
+            return pos.updated(coords=coords.to(pos.device))
+        return self.cached_table('positions', pos, build, key=self.training)
 
     def prepare(self, pos: Positions) -> None:
         self.base.prepare(self.positions_for_base(pos))
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
         return self.base.embed(x, self.positions_for_base(pos))
+
+    def position_embedding(self, pos: Positions) -> torch.Tensor | None:
+        return self.base.position_embedding(self.positions_for_base(pos))
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,7 +6,7 @@ from typing import ClassVar, Sequence
 import torch
 import torch.nn.functional as F
 
-from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.base import AbsoluteEncoding
 from vispe.encodings.options import Option, Search, model_fact
 from vispe.geometry import Positions, grid_coords, to_2tuple
 from vispe.registry import ENCODINGS
@@ -42,7 +42,7 @@ RESIZE_MODES = ('extend', 'interpolate')
 
 
 @ENCODINGS.register_module()
-class SinCos2D(PositionEncoding):
+class SinCos2D(AbsoluteEncoding):
     """Fixed 2D sin-cos absolute embedding (MAE, He et al. CVPR 2022; DiT, Peebles & Xie ICCV 2023).
 
     The table is added to the patch tokens; prefix tokens get zero, as MAE's zero cls row. On a grid
@@ -62,10 +62,9 @@ class SinCos2D(PositionEncoding):
         grid_size: the training grid (h, w), the source of ``'interpolate'``.
         resize: ``'extend'`` or ``'interpolate'`` (above).
 
-    Shapes: embed (B, prefix + h·w, C) -> same.
+    Shapes: embed (B, prefix + h·w, C) -> same; position_embedding (1|B, h·w, C).
     """
 
-    family: ClassVar[str] = 'absolute'
     paper: ClassVar[str] = 'MAE, He et al. CVPR 2022 / DiT, Peebles & Xie ICCV 2023'
     options: ClassVar[dict[str, Option]] = {
         'embed_dim': model_fact('embed_dim', multiple_of=4, doc='The token width C holds sin and cos for 2 axes, '
@@ -86,7 +85,6 @@ class SinCos2D(PositionEncoding):
         self.temperature = temperature
         self.grid_size = None if grid_size is None else to_2tuple(grid_size)
         self.resize = resize
-        self._cache = TableCache()
 
     def grid_table(self, grid_size: tuple[int, int], device: torch.device) -> torch.Tensor:
         """(h·w, C) float32 table of an h×w grid in the current ``resize`` mode."""
@@ -102,12 +100,14 @@ class SinCos2D(PositionEncoding):
         resized = F.interpolate(source, size=tuple(grid_size), mode='bilinear', align_corners=False)
         return resized.permute(0, 2, 3, 1).reshape(-1, self.embed_dim)
 
-    def table(self, pos: Positions) -> torch.Tensor:
-        """(h·w, C) or (B, h·w, C) float32 table for the patches of ``pos``."""
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
+        """(1, h·w, C) or (B, h·w, C) float32 table for the patches of ``pos``."""
         if not pos.has_default_coords:
-            return sincos_2d_embedding(pos.patch_coords(), self.embed_dim, self.temperature)
-        table = self._cache.get((pos.grid_size, pos.device, self.resize),
-                                lambda: self.grid_table(pos.grid_size, pos.device))
+            coords = pos.patch_coords()
+            table = sincos_2d_embedding(coords, self.embed_dim, self.temperature)
+            return table if coords.ndim == 3 else table[None]
+        table = self.cached_table('grid', pos, lambda: self.grid_table(pos.grid_size, pos.device)[None],
+                                  across_forwards=True)
         sizes = pos.real_grid_sizes()
         if self.resize == 'extend' or sizes is None or bool((sizes == sizes.new_tensor(pos.grid_size)).all()):
             return table
@@ -120,14 +120,10 @@ class SinCos2D(PositionEncoding):
         table = torch.zeros(len(sizes), height, width, self.embed_dim, device=pos.device)
         for rows, cols in torch.unique(sizes, dim=0).tolist():
             which = (sizes == sizes.new_tensor([rows, cols])).all(1)
-            resized = self._cache.get(((rows, cols), pos.device, self.resize),
-                                      lambda: self.grid_table((rows, cols), pos.device))
+            resized = self.cached_table('grid', pos, lambda: self.grid_table((rows, cols), pos.device),
+                                        across_forwards=True, key=(rows, cols))
             table[which, :rows, :cols] = resized.reshape(rows, cols, -1)
         return table.flatten(1, 2)
-
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
-        return torch.cat([prefix, patches + self.table(pos).to(x.dtype)], dim=1)
 
     def extra_repr(self) -> str:
         return f'embed_dim={self.embed_dim}, temperature={self.temperature}, resize={self.resize!r}'

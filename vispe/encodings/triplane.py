@@ -21,8 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vispe.encodings.base import PositionEncoding, TableCache
+from vispe.encodings.base import AbsoluteEncoding
 from vispe.encodings.options import Option, model_fact
+from vispe.encodings.tables import TableCache
 from vispe.encodings.xyz import points_and_bounds
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
@@ -95,7 +96,7 @@ def nearest_neighbors(xyz: torch.Tensor, k: int, chunk: int = 4096) -> torch.Ten
 
 
 @ENCODINGS.register_module()
-class TriPlane(PositionEncoding):
+class TriPlane(AbsoluteEncoding):
     """TC-GS's tri-plane context as an absolute encoding of 3D point tokens: the K × 3 × C features of each
     point (:func:`triplane_coords`, :func:`sample_triplane`) through a linear layer to the token width, added to
     the tokens.
@@ -110,11 +111,10 @@ class TriPlane(PositionEncoding):
             the origin, such as a room in [0, X]³); False reads them as given, as TC-GS.
         init_range: planes start uniform in ±init_range (0.01).
 
-    Shapes: embed (B, prefix + N, embed_dim) -> same; table (B, N, embed_dim); features (B, N, K·3·C); the
-    scene's extent from ``Positions.bounds`` (B, 2, 3).
+    Shapes: embed (B, prefix + N, embed_dim) -> same; position_embedding (B, N, embed_dim); features (B, N, K·3·C);
+    the scene's extent from ``SceneGeometry.bounds`` (B, 2, 3).
     """
 
-    family: ClassVar[str] = 'absolute'
     paper: ClassVar[str] = 'Wang, Yu, Xu, arXiv 2503.20221 (TC-GS tri-plane context)'
     requires: ClassVar[tuple[str, ...]] = ('points', 'bounds')
     examples: ClassVar[tuple[dict, ...]] = ({}, {'knn': 4})
@@ -142,7 +142,7 @@ class TriPlane(PositionEncoding):
         self.proj = nn.Linear(knn * 3 * channels, embed_dim)
 
     def features(self, pos: Positions) -> torch.Tensor:
-        """(B, N, K·3·C) tri-plane features of the positioned points (per forward, in ``pos.memo``)."""
+        """(B, N, K·3·C) tri-plane features of the positioned points (per forward)."""
         def build() -> torch.Tensor:
             coords, bounds = points_and_bounds(pos, 'TriPlane')
             xyz = coords.float()
@@ -157,15 +157,11 @@ class TriPlane(PositionEncoding):
                 xyz = xyz.unsqueeze(2)
             uv = triplane_coords(xyz, low.unsqueeze(1), high.unsqueeze(1), self.radius)   # (B, N, K, 3, 2)
             return sample_triplane(self.planes, uv).flatten(-3)
-        return pos.memo(('triplane', id(self)), build)
+        return self.cached_table('features', pos, build)
 
-    def table(self, pos: Positions) -> torch.Tensor:
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
         """(B, N, embed_dim) embedding of the positioned points: the features through the linear layer."""
         return self.proj(self.features(pos))
-
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        prefix, tokens = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
-        return torch.cat([prefix, tokens + self.table(pos).to(x.dtype)], dim=1)
 
     def extra_repr(self) -> str:
         channels, resolution = self.planes.shape[1], self.planes.shape[-1]

@@ -112,7 +112,7 @@ class VertexRPE(PositionEncoding):
     with c = max_value·n/(n−1): equal at the nodes, exact between them (no interpolation) and without the fade.
     It costs a hidden layer per query, point and vertex: an option for small inputs and checks, not for training.
 
-    Boxes come from the queries' positions (``pos_q.boxes``, (B, Q, 7): x, y, z, l, w, h, yaw with yaw
+    Boxes come from the queries' positions (``pos_q.scene.boxes``, (B, Q, 7): x, y, z, l, w, h, yaw with yaw
     counter-clockwise about +z; the reference's heading turns clockwise, heading = −yaw), points from the keys'
     (``pos_k.coords``, (B, P, 3) in metres). One set of eight MLPs per layer, as each V-DETR decoder layer has its
     own. The bias is accumulated one vertex at a time, so no (B, Q, P, 8, heads) tensor is ever held.
@@ -208,15 +208,9 @@ class VertexRPE(PositionEncoding):
 
     def check_positions(self, pos_q: Positions, pos_k: Positions) -> tuple[torch.Tensor, torch.Tensor]:
         """The queries' boxes (B, Q, 7) and the keys' points (B, P, 3), or an error naming what is missing."""
-        if pos_q.boxes is None:
-            raise ValueError('VertexRPE needs the boxes of the queries (Positions.boxes, (B, Q, 7)); it is a '
-                             "cross-attention encoding of a decoder's object queries against point tokens.")
-        points = pos_k.coords
-        if points is None or points.shape[-1] != 3:
-            got = 'none' if points is None else f'D = {points.shape[-1]}'
-            raise ValueError(f'VertexRPE needs the 3D points of the keys (Positions.coords, (B, P, 3) in metres); '
-                             f'got {got}. Give the point tokens their xyz.')
-        boxes = pos_q.boxes
+        pos_q.require('boxes', user="VertexRPE (on the queries: a decoder's object queries with their boxes)")
+        pos_k.require('points', user='VertexRPE (on the keys: the point tokens with their xyz in metres)')
+        boxes, points = pos_q.scene.boxes, pos_k.coords
         if points.ndim == 2:
             points = points.expand(boxes.shape[0], -1, -1)
         if points.shape[0] != boxes.shape[0]:

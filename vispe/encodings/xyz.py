@@ -1,7 +1,7 @@
 """Absolute encodings of 3D coordinates for point tokens and box queries: 3DETR's Fourier features and sine
 embedding of normalised xyz (Misra et al., ICCV 2021, ``PositionEmbeddingCoordsSine``).
 
-Both normalise each scene's coordinates to [0, 1]³ by its extent (``Positions.bounds``, 3DETR's
+Both normalise each scene's coordinates to [0, 1]³ by its extent (``SceneGeometry.bounds``, 3DETR's
 ``point_cloud_dims``: the minimum and maximum corner of the input cloud), so that the same scene drawn
 larger or denser reads the same positions; a DETR-style decoder adds them to the keys (points) and, through
 its query projection, to the queries (box centres) of every layer.
@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import torch
 
-from vispe.encodings.base import PositionEncoding
+from vispe.encodings.base import AbsoluteEncoding
 from vispe.encodings.options import Option, model_fact
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
@@ -25,21 +25,19 @@ EVEN_EMBED_DIM = model_fact('embed_dim', multiple_of=2, doc='The token width C h
 
 
 def points_and_bounds(pos: Positions, user: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The positioned tokens' 3D coordinates (B, N, 3) and each scene's extent ``pos.bounds`` (B, 2, 3), or an
+    """The positioned tokens' 3D coordinates (B, N, 3) and each scene's extent ``pos.scene.bounds`` (B, 2, 3), or an
     error naming what ``user`` (an encoding's name) lacks."""
-    coords, bounds = pos.coords, pos.bounds
-    if coords is None or coords.shape[-1] != 3:
-        got = 'none' if coords is None else f'D = {coords.shape[-1]}'
-        raise ValueError(f'{user} encodes 3D coordinates (Positions.coords, (B, N, 3)); got {got}.')
-    if bounds is None or tuple(bounds.shape[1:]) != (2, 3):
-        got = 'none' if bounds is None else tuple(bounds.shape)
-        raise ValueError(f"{user} normalises coordinates by the scene's extent: give Positions.bounds (B, 2, 3), "
-                         f'the minimum and maximum corner of each point cloud (3DETR\'s point_cloud_dims); got {got}.')
-    return coords.expand(bounds.shape[0], -1, -1), bounds
+    pos.require('points', 'bounds', user=user)
+    bounds = pos.scene.bounds
+    if tuple(bounds.shape[1:]) != (2, 3):
+        raise ValueError(f"{user} normalises coordinates by the scene's extent: SceneGeometry.bounds must be (B, 2, 3), "
+                         f"the minimum and maximum corner of each point cloud (3DETR's point_cloud_dims); got "
+                         f'{tuple(bounds.shape)}.')
+    return pos.coords.expand(bounds.shape[0], -1, -1), bounds
 
 
 def normalized_coords(pos: Positions, user: str) -> torch.Tensor:
-    """(B, N, 3) coordinates of the positioned tokens shifted and scaled by ``pos.bounds`` to [0, 1]³."""
+    """(B, N, 3) coordinates of the positioned tokens shifted and scaled by their scene's bounds to [0, 1]³."""
     coords, bounds = points_and_bounds(pos, user)
     low, high = bounds[:, :1].to(coords.dtype), bounds[:, 1:].to(coords.dtype)
     return (coords - low) / (high - low)
@@ -64,22 +62,17 @@ def sincos_xyz_embedding(unit_xyz: torch.Tensor, dim: int, temperature: float = 
     return torch.cat(parts, dim=-1)
 
 
-class XYZEncoding(PositionEncoding):
+class XYZEncoding(AbsoluteEncoding):
     """An absolute encoding of normalised xyz: a subclass's ``embedding(unit_xyz)`` ((B, N, 3) in [0, 1] -> (B, N, C))
-    of the positioned tokens, built once per forward by :meth:`table` and added to them by :meth:`embed` (prefix
-    tokens unchanged)."""
+    of the positioned tokens, built once per forward by :meth:`position_embedding` and added to them by
+    :meth:`embed` (prefix tokens unchanged)."""
 
-    family: ClassVar[str] = 'absolute'
     requires: ClassVar[tuple[str, ...]] = ('points', 'bounds')
 
-    def table(self, pos: Positions) -> torch.Tensor:
-        """(B, N, C) float32 embedding of the positioned tokens (per forward, in ``pos.memo``)."""
-        name = type(self).__name__
-        return pos.memo((name, id(self)), lambda: self.embedding(normalized_coords(pos, name).float()))
-
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        prefix, tokens = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
-        return torch.cat([prefix, tokens + self.table(pos).to(x.dtype)], dim=1)
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
+        """(B, N, C) float32 embedding of the positioned tokens (per forward)."""
+        return self.cached_table('embedding', pos,
+                                 lambda: self.embedding(normalized_coords(pos, type(self).__name__).float()))
 
 
 @ENCODINGS.register_module()
@@ -92,7 +85,7 @@ class FourierXYZ(XYZEncoding):
         embed_dim: token width C (even).
         gauss_scale: the standard deviation of B (1.0 in 3DETR).
 
-    Shapes: embed (B, prefix + N, C) -> same; table (B, N, C).
+    Shapes: embed (B, prefix + N, C) -> same; position_embedding (B, N, C).
     """
 
     paper: ClassVar[str] = 'Misra et al., ICCV 2021 (3DETR); Tancik et al., NeurIPS 2020 (Fourier features)'
@@ -123,7 +116,7 @@ class SinCosXYZ(XYZEncoding):
         embed_dim: token width C (even).
         temperature: frequency base (10000).
 
-    Shapes: embed (B, prefix + N, C) -> same; table (B, N, C).
+    Shapes: embed (B, prefix + N, C) -> same; position_embedding (B, N, C).
     """
 
     paper: ClassVar[str] = 'Misra et al., ICCV 2021 (3DETR, sine position embedding)'

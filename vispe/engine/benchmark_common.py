@@ -19,7 +19,9 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-__all__ = ['aligned_table', 'machine_description', 'machine_summary', 'markdown_table', 'measure', 'synchronize',
+from vispe.text_table import aligned_table
+
+__all__ = ['machine_description', 'machine_summary', 'markdown_table', 'measure', 'synchronize',
            'write_text_atomically']
 
 
@@ -106,13 +108,6 @@ def machine_summary(machine: dict[str, Any]) -> str:
     return (f"machine: {machine['cpu']}, {machine['usable_cores']} of {machine['logical_cores']} cores{gpu}, "
             f"{machine['platform']}, Python {machine['python']}, torch {machine['torch']}, {machine['threads']} "
             f"threads{load}")
-
-
-def aligned_table(lines: list[list[str]]) -> str:
-    """Header, rule and rows with columns padded to their widest cell (for the terminal)."""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    text = ['  '.join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
-    return '\n'.join([text[0], '  '.join('-' * width for width in widths), *text[1:]])
 
 
 def markdown_table(lines: list[list[str]]) -> str:

@@ -38,8 +38,7 @@ from mmengine.config import Config
 from torch import nn
 
 from vispe.datasets.multiview_detection import multiview_collate
-from vispe.encodings import TableCache
-from vispe.encodings.camera import CameraEncoding
+from vispe.encodings import PositionEncoding, TableCache
 from vispe.engine.arguments import InvalidArgument
 from vispe.engine.benchmark_common import measure
 from vispe.engine.runner import load_config, named_unknown_types
@@ -154,7 +153,9 @@ def load_detector(path: str | Path, device: torch.device) -> nn.Module:
     torch.manual_seed(0)
     with named_unknown_types():
         model = MODELS.build(cfg.model)
-    if not isinstance(getattr(model, 'encoding', None), CameraEncoding) or not hasattr(model, 'memory_positions'):
+    encoding = getattr(model, 'encoding', None)
+    if not hasattr(model, 'memory_positions') or not isinstance(encoding, PositionEncoding) \
+            or not encoding.implements('key_embedding'):
         raise InvalidArgument('--detectors', str(path), f'its model {type(model).__name__} is not a multi-view '
                               f'detector with a camera encoding', 'give PETR / 3DPPE detector configs '
                                                                   '(configs/petr/)')
@@ -228,7 +229,7 @@ def probe_positions(model: nn.Module, data: dict[str, Any]) -> tuple[Positions, 
                                                                                                   inputs.device))
         encoded = model.encoding.encode_features(features, pos)
         model.encoding.key_embedding(pos, inputs.shape[0], encoded.extras)
-    return pos, 'img2lidar' in vars(pos.cameras)
+    return pos, 'img2lidar' in vars(pos.camera.cameras)
 
 
 def camera_work_runs(models: dict[str, nn.Module], data: dict[str, Any]) -> tuple[dict[str, Callable[[], object]],

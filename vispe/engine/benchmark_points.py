@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 
 from vispe.engine.benchmark_common import machine_description, machine_summary, measure, report_table, round_ratios
-from vispe.geometry import Positions
+from vispe.geometry import Positions, SceneGeometry
 from vispe.models.vdetr.transformer import BoxRefinementDecoder
 
 # label -> encoding config; the first is the baseline.
@@ -45,7 +45,7 @@ def point_scene(batch: int, queries: int, points: int, device: torch.device,
     tgt = torch.randn(batch, queries, EMBED_DIM, generator=generator)
     memory = torch.randn(batch, points, EMBED_DIM, generator=generator)
     bounds = torch.stack([torch.zeros(batch, 3), room.expand(batch, 3)], dim=1)
-    pos_k = Positions(coords=xyz.to(device), bounds=bounds.to(device), device=device)
+    pos_k = Positions(coords=xyz.to(device), scene=SceneGeometry(bounds=bounds.to(device)), device=device)
     return tgt.to(device), memory.to(device), boxes.to(device), pos_k
 
 

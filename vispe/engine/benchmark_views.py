@@ -16,7 +16,7 @@ from torch import nn
 from vispe.attention import Attention
 from vispe.encodings import build_encoding
 from vispe.engine.benchmark_common import machine_description, machine_summary, measure, report_table, round_ratios
-from vispe.geometry import Cameras, Positions
+from vispe.geometry import CameraGeometry, Cameras, Positions
 
 # label -> encoding config (None: no encoding); the first is the baseline, the second the same stack again (the
 # control row: its ratio shows the run's own spread).
@@ -84,7 +84,7 @@ def view_stack_runs(batch: int, layout: tuple[int, int, int], backward: bool,
         stack = AttentionStack(encoding).to(device).train(backward)
 
         def run(stack: AttentionStack = stack) -> None:
-            pos = Positions(grid_size=(rows, cols), num_views=views, cameras=cameras, device=device)
+            pos = Positions((rows, cols), num_views=views, camera=CameraGeometry(cameras), device=device)
             if backward:
                 stack.zero_grad(set_to_none=True)
                 stack(x, pos).sum().backward()

@@ -2,7 +2,7 @@
 points, 3D boxes and the augmentations that keep them consistent, point sampling (docs/geometry.md)."""
 from vispe.geometry.grid import (
     feature_grid_size, grid_coords, pad_prefix, pairwise_offsets, relative_offsets, to_2tuple)
-from vispe.geometry.positions import Positions
+from vispe.geometry.positions import GEOMETRY, CameraGeometry, Positions, SceneGeometry
 from vispe.geometry.cameras import Cameras
 from vispe.geometry.boxes import (
     BOX_CORNER_SIGNS, box_corners, boxes_from_mmdet3d_legacy, boxes_from_nuscenes, boxes_to_nuscenes, check_boxes,
@@ -15,7 +15,7 @@ from vispe.geometry.point_cloud import (POINT_CLOUD_SUFFIXES, PointCloudFileErro
 from vispe.geometry.point_sampling import ball_query, farthest_point_sample, group_points
 from vispe.geometry.augment import SceneTransform, crop_cameras, hflip_cameras, resize_cameras, transform_intrinsics
 
-__all__ = ['Positions', 'feature_grid_size', 'grid_coords', 'pad_prefix', 'pairwise_offsets', 'relative_offsets',
+__all__ = ['GEOMETRY', 'CameraGeometry', 'Positions', 'SceneGeometry', 'feature_grid_size', 'grid_coords', 'pad_prefix', 'pairwise_offsets', 'relative_offsets',
            'to_2tuple',
            'Cameras', 'BOX_CORNER_SIGNS', 'box_corners', 'boxes_from_mmdet3d_legacy', 'boxes_from_nuscenes',
            'boxes_to_nuscenes', 'check_boxes', 'check_gravity_similarity', 'transform_boxes', 'wrap_angle',

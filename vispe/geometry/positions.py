@@ -3,6 +3,12 @@
 A model builds one per token set and forward (the image tokens of a ViT; a detector's memory tokens and
 its object queries) and hands it to every block and hook. Self-attention passes the same object as the
 query side and the key side; cross-attention passes two.
+
+Beyond the token layout (grid, prefix tokens, views, coordinates, validity), what a modality adds comes in a
+group of its own: :class:`CameraGeometry` (the views' cameras, their measured depth, crop boxes) and
+:class:`SceneGeometry` (a 3D scene's extent and per-token boxes). A new modality adds a group, not fields.
+Encodings name what they read with the words of :data:`GEOMETRY` (their ``requires``), and read it through
+:meth:`Positions.require`.
 """
 from __future__ import annotations
 
@@ -16,14 +22,75 @@ from vispe.geometry.grid import grid_coords
 
 T = TypeVar('T')
 
+# The geometry an encoding may require and a host may provide, with where a Positions object carries it.
+GEOMETRY: dict[str, str] = {
+    'grid': 'tokens on 2D image grids (Positions(grid_size=(h, w)), or (row, col) coords in cell units)',
+    'cameras': 'the cameras of the views (Positions(camera=CameraGeometry(cameras=Cameras(...))))',
+    'depth': 'measured depth of the views\' pixels (CameraGeometry(depth=(B, V, H, W)))',
+    'crop_boxes': 'where each image was cropped from its full image (CameraGeometry(crop_boxes=(B, 4)))',
+    'points': '3D coordinates of the tokens (Positions(coords=(B, N, 3)))',
+    'bounds': 'each 3D scene\'s extent (Positions(scene=SceneGeometry(bounds=(B, 2, 3))))',
+    'boxes': '3D boxes of the tokens (Positions(scene=SceneGeometry(boxes=(B, N, 7))))',
+}
+
+# The keyword arguments of Positions in the order of vispe 0.1's positional signature, for the error that a
+# positional call gets.
+_OLD_POSITIONAL_ORDER = ('num_prefix_tokens', 'patch_size', 'device', 'coords', 'valid_mask', 'num_views', 'cameras',
+                         'boxes', 'depth', 'num_positions', 'bounds', 'crop_boxes')
+
 
 def _check_rank(name: str, tensor: torch.Tensor | None, ranks: tuple[int, ...], layout: str) -> None:
     if tensor is not None and tensor.ndim not in ranks:
-        raise ValueError(f'Positions.{name} must be {layout}; got a tensor of rank {tensor.ndim} and shape '
+        raise ValueError(f'{name} must be {layout}; got a tensor of rank {tensor.ndim} and shape '
                          f'{tuple(tensor.shape)}. Reshape it (one row per token after the prefix tokens).')
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
+class CameraGeometry:
+    """The cameras of a token set's views and what is measured with them.
+
+    Attributes:
+        cameras: a typed batch of cameras (:class:`vispe.geometry.Cameras`), one per view.
+        depth: optional (B, V, H, W) measured depth of the views' pixels in metres (LiDAR projected into the
+            images), 0 where unknown; 3DPPE reads it as ground truth.
+        crop_boxes: optional (B, 4) where each sample's image was cropped from a larger one, (x0, y0, x1, y1) in
+            pixels of that full image, whose intrinsics are ``cameras`` (KPE reads the viewing angles of the crop).
+    """
+
+    cameras: Any
+    depth: torch.Tensor | None = None
+    crop_boxes: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.cameras is None:
+            raise ValueError('CameraGeometry needs the cameras (vispe.geometry.Cameras); depth and crop boxes are '
+                             'measured with them.')
+        _check_rank('CameraGeometry.depth', self.depth, (4,), '(B, V, H, W)')
+        if self.crop_boxes is not None and (self.crop_boxes.ndim != 2 or self.crop_boxes.shape[-1] != 4):
+            raise ValueError(f'CameraGeometry.crop_boxes must be (B, 4) boxes (x0, y0, x1, y1) in pixels of the full '
+                             f'images; got shape {tuple(self.crop_boxes.shape)}.')
+
+
+@dataclass(frozen=True, eq=False)
+class SceneGeometry:
+    """Where a token set lies in a 3D scene, beyond its coordinates.
+
+    Attributes:
+        bounds: optional (B, 2, D) the minimum and maximum corner of each scene's coordinates (a point cloud's
+            extent), which absolute encodings of 3D points normalise by (3DETR's ``point_cloud_dims``).
+        boxes: optional (B, N, 7) per-token 3D boxes (x, y, z, l, w, h, yaw), the per-layer state of a decoder whose
+            queries refine boxes layer by layer (V-DETR); :meth:`Positions.updated` makes the next layer's object.
+    """
+
+    bounds: torch.Tensor | None = None
+    boxes: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        _check_rank('SceneGeometry.bounds', self.bounds, (3,), '(B, 2, D)')
+        _check_rank('SceneGeometry.boxes', self.boxes, (3,), '(B, N, 7)')
+
+
+@dataclass(eq=False, init=False)
 class Positions:
     """Where the tokens of one forward pass are: prefix tokens, then the positioned tokens.
 
@@ -38,16 +105,10 @@ class Positions:
       reference points in patch units, 3D points of a point cloud or of camera rays);
     * ``valid_mask``: validity, (B, h, w) for a padded grid (each image in the top-left corner),
       (B, V, h, w) for views (a missing view is all False), (B, N) for other tokens;
-    * ``cameras``: a typed batch of cameras (:class:`vispe.geometry.Cameras`) of the views;
-    * ``depth`` (B, V, H, W): measured depth of the views' pixels in metres (LiDAR projected into the images),
-      0 where unknown; 3DPPE reads it as ground truth;
-    * ``boxes`` (B, N, 7): per-token 3D boxes (x, y, z, l, w, h, yaw), the per-layer state of a decoder
-      whose queries refine boxes layer by layer (V-DETR); :meth:`updated` makes the next layer's object;
-    * ``bounds`` (B, 2, D): the minimum and maximum corner of each scene's coordinates (a point cloud's extent),
-      which absolute encodings of 3D points normalise by (3DETR's ``point_cloud_dims``);
-    * ``crop_boxes`` (B, 4): where each sample's image was cropped from a larger one, (x0, y0, x1, y1) in pixels
-      of that full image, whose intrinsics are ``cameras`` (KPE reads the viewing angles of the crop).
+    * ``camera``: the views' cameras, measured depth and crop boxes (:class:`CameraGeometry`);
+    * ``scene``: a 3D scene's extent and per-token boxes (:class:`SceneGeometry`).
 
+    Only the grid size is positional; everything else is a keyword: ``Positions((14, 14), num_prefix_tokens=1)``.
     Only shapes are checked here (ranks, token counts, views), never values, so building one costs no host
     synchronisation and traces under ``torch.compile``. Per-forward tables go through :meth:`memo`.
 
@@ -60,60 +121,73 @@ class Positions:
             in cell units and replace the integer grid.
         valid_mask: optional validity (see above), True on real tokens.
         num_views: views of the grid (1 for a single image).
-        cameras: optional cameras of the views.
-        boxes: optional (B, N, 7) boxes of the positioned tokens.
-        depth: optional (B, V, H, W) measured pixel depth of the views (0 = unknown).
-        bounds: optional (B, 2, D) minimum and maximum corner of each scene's coordinates.
-        crop_boxes: optional (B, 4) crop of each image in its full image's pixels (x0, y0, x1, y1).
-        num_positions: the positioned-token count when there is neither a grid nor coordinates.
+        num_positions: the positioned-token count (from the grid or the coordinates when not given).
+        camera: optional :class:`CameraGeometry` of the views.
+        scene: optional :class:`SceneGeometry` of the tokens.
     """
 
-    grid_size: tuple[int, int] | None = None
-    num_prefix_tokens: int = 0
-    patch_size: tuple[int, int] = (1, 1)
-    device: torch.device = field(default_factory=lambda: torch.device('cpu'))
-    coords: torch.Tensor | None = None
-    valid_mask: torch.Tensor | None = None
-    num_views: int = 1
-    cameras: Any = None
-    boxes: torch.Tensor | None = None
-    depth: torch.Tensor | None = None
-    num_positions: int | None = None
-    bounds: torch.Tensor | None = None
-    crop_boxes: torch.Tensor | None = None
-    _memo: dict[Hashable, Any] = field(default_factory=dict, repr=False)
+    grid_size: tuple[int, int] | None
+    num_prefix_tokens: int
+    patch_size: tuple[int, int]
+    device: torch.device
+    coords: torch.Tensor | None
+    valid_mask: torch.Tensor | None
+    num_views: int
+    num_positions: int
+    camera: CameraGeometry | None
+    scene: SceneGeometry | None
+    _memo: dict[Hashable, Any] = field(repr=False)
 
-    def __post_init__(self) -> None:
-        if self.grid_size is not None:
-            self.grid_size = (int(self.grid_size[0]), int(self.grid_size[1]))
-        self.device = torch.device(self.device)
-        _check_rank('coords', self.coords, (2, 3), '(N, D) or (B, N, D)')
-        _check_rank('boxes', self.boxes, (3,), '(B, N, 7)')
-        _check_rank('depth', self.depth, (4,), '(B, V, H, W)')
-        _check_rank('bounds', self.bounds, (3,), '(B, 2, D)')
-        if self.crop_boxes is not None and (self.crop_boxes.ndim != 2 or self.crop_boxes.shape[-1] != 4):
-            raise ValueError(f'Positions.crop_boxes must be (B, 4) boxes (x0, y0, x1, y1) in pixels of the full images; '
-                             f'got shape {tuple(self.crop_boxes.shape)}.')
-        if self.num_views < 1:
-            raise ValueError(f'Positions.num_views must be at least 1; got {self.num_views}.')
-        if self.num_positions is None:
+    def __init__(self, grid_size: tuple[int, int] | None = None, *args: Any, num_prefix_tokens: int = 0,
+                 patch_size: tuple[int, int] = (1, 1), device: torch.device | str | None = None,
+                 coords: torch.Tensor | None = None, valid_mask: torch.Tensor | None = None, num_views: int = 1,
+                 num_positions: int | None = None, camera: CameraGeometry | None = None,
+                 scene: SceneGeometry | None = None, _memo: dict[Hashable, Any] | None = None) -> None:
+        if args:
+            named = ', '.join(f'{name}={value!r}' for name, value in zip(_OLD_POSITIONAL_ORDER, args))
+            raise TypeError(f'Positions takes only the grid size positionally; pass the rest by keyword: '
+                            f'Positions({grid_size!r}, {named}). Cameras, depth and crop boxes go in '
+                            f'camera=CameraGeometry(...), bounds and boxes in scene=SceneGeometry(...).')
+        for name, value, kind in (('camera', camera, CameraGeometry), ('scene', scene, SceneGeometry)):
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(f'Positions.{name} must be a {kind.__name__} (or None); got {type(value).__name__}. '
+                                f'Wrap the tensors: {name}={kind.__name__}(...).')
+        self.grid_size = None if grid_size is None else (int(grid_size[0]), int(grid_size[1]))
+        self.num_prefix_tokens = num_prefix_tokens
+        self.patch_size = patch_size
+        self.device = torch.device('cpu' if device is None else device)
+        self.coords = coords
+        self.valid_mask = valid_mask
+        self.num_views = num_views
+        self.camera = camera
+        self.scene = scene
+        self._memo = {} if _memo is None else _memo
+        _check_rank('Positions.coords', coords, (2, 3), '(N, D) or (B, N, D)')
+        if num_views < 1:
+            raise ValueError(f'Positions.num_views must be at least 1; got {num_views}.')
+        if num_positions is None:
             if self.grid_size is not None:
-                self.num_positions = self.num_views * self.grid_size[0] * self.grid_size[1]
-            elif self.coords is not None:
-                self.num_positions = self.coords.shape[-2]
+                num_positions = num_views * self.grid_size[0] * self.grid_size[1]
+            elif coords is not None:
+                num_positions = coords.shape[-2]
             else:
                 raise ValueError('Positions needs a grid_size, coords or num_positions to know how many tokens it '
                                  'describes.')
+        self.num_positions = num_positions
+        self._check_shapes()
+
+    def _check_shapes(self) -> None:
         if self.coords is not None and self.coords.shape[-2] != self.num_positions:
             raise ValueError(f'Positions.coords has {self.coords.shape[-2]} rows but the sequence has '
                              f'{self.num_positions} positioned tokens{self._grid_words()}; give one row per token '
                              f'after the prefix tokens.')
-        if self.boxes is not None and tuple(self.boxes.shape[1:]) != (self.num_positions, 7):
-            raise ValueError(f'Positions.boxes must be (B, {self.num_positions}, 7) boxes (x, y, z, l, w, h, yaw) of '
-                             f'the positioned tokens; got {tuple(self.boxes.shape)}.')
+        boxes = None if self.scene is None else self.scene.boxes
+        if boxes is not None and tuple(boxes.shape[1:]) != (self.num_positions, 7):
+            raise ValueError(f'SceneGeometry.boxes must be (B, {self.num_positions}, 7) boxes (x, y, z, l, w, h, yaw) '
+                             f'of the positioned tokens; got {tuple(boxes.shape)}.')
         if self.valid_mask is not None:
             self._check_valid_mask()
-        cameras_views = getattr(self.cameras, 'num_views', None)
+        cameras_views = None if self.camera is None else getattr(self.camera.cameras, 'num_views', None)
         if cameras_views is not None and cameras_views != self.num_views:
             raise ValueError(f'Positions has {self.num_views} views but its cameras have {cameras_views}; give one '
                              f'camera per view of the images.')
@@ -155,6 +229,38 @@ class Positions:
             return self.coords.shape[-1]
         return 2 if self.grid_size is not None else None
 
+    def layout_key(self) -> tuple[Any, ...]:
+        """What a table that depends only on the token layout is keyed by: grid, views, prefix tokens, patch size,
+        positioned-token count and device (never coordinates, validity or geometry)."""
+        return (self.grid_size, self.num_views, self.num_prefix_tokens, tuple(self.patch_size), self.num_positions,
+                self.device)
+
+    def has(self, name: str) -> bool:
+        """Whether these positions carry the geometry ``name`` (a key of :data:`GEOMETRY`)."""
+        if name == 'grid':
+            return self.grid_size is not None or (self.coords is not None and self.coords.shape[-1] == 2)
+        if name == 'points':
+            return self.coords is not None and self.coords.shape[-1] == 3
+        if name in ('cameras', 'depth', 'crop_boxes'):
+            return self.camera is not None and getattr(self.camera, name) is not None
+        if name in ('bounds', 'boxes'):
+            return self.scene is not None and getattr(self.scene, name) is not None
+        raise KeyError(f'Unknown geometry {name!r}; the geometry positions carry: {", ".join(GEOMETRY)}.')
+
+    def geometry(self) -> tuple[str, ...]:
+        """The names of :data:`GEOMETRY` these positions carry."""
+        return tuple(name for name in GEOMETRY if self.has(name))
+
+    def require(self, *names: str, user: str) -> None:
+        """Raise a ValueError naming what ``user`` (an encoding's name) needs and these positions lack, and how to
+        give it, unless they carry every geometry of ``names``."""
+        missing = [name for name in names if not self.has(name)]
+        if missing:
+            have = ', '.join(self.geometry()) or 'only a token count'
+            needs = '; '.join(f'{name}: {GEOMETRY[name]}' for name in missing)
+            raise ValueError(f'{user} needs {", ".join(missing)} in its positions, which carry {have}. Give {needs}. '
+                             f'vispe.list_hosts() names the models that provide them.')
+
     def require_grid(self, user: str) -> tuple[int, int]:
         """The (h, w) grid of a single view, or an error that says ``user`` indexes one."""
         if self.grid_size is None or self.num_views != 1:
@@ -194,7 +300,7 @@ class Positions:
                          .repeat_interleave(grid[0] * grid[1]))
 
     def updated(self, **changes: Any) -> Positions:
-        """A copy with some fields changed (e.g. the next decoder layer's ``boxes``) and an empty memo, since
+        """A copy with some fields changed (e.g. the next decoder layer's ``scene``) and an empty memo, since
         this forward's tables may depend on what changed."""
         return dataclasses.replace(self, _memo={}, **changes)
 

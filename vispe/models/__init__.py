@@ -7,7 +7,8 @@ from vispe.models.nvs import NovelViewTransformer
 from vispe.models.optim import NoDecayOptimWrapperConstructor
 from vispe.models.petr import PETRDetector
 from vispe.models.vdetr import VDETR, PointSetAbstraction
-from vispe.models.vit import Block, VisionTransformer, create_vit, retrofit
+from vispe.models.vit import Block, VisionTransformer, retrofit
+from vispe.models.vit_factory import create_vit
 
 __all__ = ['Block', 'CropDepthViT', 'DETR', 'ImageClassifier', 'NoDecayOptimWrapperConstructor', 'NovelViewTransformer', 'PETRDetector', 'PointSetAbstraction',
            'TimmFeatures', 'VDETR', 'VisionTransformer', 'create_vit', 'retrofit']

@@ -1,6 +1,6 @@
 """A ViT that predicts metric depth of an image crop (KPE's depth task, Prakash et al. ECCV 2024, on a CPU scale):
 the crop's patches through a vispe :class:`~vispe.models.vit.VisionTransformer` whose encoding may read where the crop
-lies in its camera (``Positions.crop_boxes`` and ``Positions.cameras``, the full image's intrinsics), then a linear
+lies in its camera (``Positions.camera``: its crop boxes and the full image's cameras), then a linear
 head per patch token to the log-depth of its p × p pixels (a pixel shuffle back to the crop).
 
 Loss: mean |log d̂ − log d| over the pixels with known depth (d > 0), the scale-aware log-L1 of metric depth
@@ -16,10 +16,14 @@ import torch.nn.functional as F
 from mmengine.model import BaseModel
 from torch import nn
 
-from vispe.geometry import Cameras, Positions
+from vispe.encodings import check_encoding_fits, register_host
+from vispe.geometry import CameraGeometry, Cameras, Positions
 from vispe.registry import MODELS
 
 __all__ = ['CropDepthViT']
+
+HOST = register_host('CropDepthViT', provides=('grid', 'cameras', 'crop_boxes'),
+                     where='vispe.models.CropDepthViT (configs/crops: backbone.encoding)')
 
 
 @MODELS.register_module()
@@ -34,15 +38,18 @@ class CropDepthViT(BaseModel):
     'predict' -> per crop dict(pred, target, offset_bin, image_id).
 
     Args:
-        backbone: a vispe ViT config (``dict(type='TimmViT', ...)``) with ``num_classes=0``; its encoding gets the
-            crop boxes and the cameras of the full images.
+        backbone: a vispe ViT config (``dict(type='TimmViT', ...)``) with ``num_classes=0``, or such a ViT built
+            with ``extra_geometry=('cameras', 'crop_boxes')``; its encoding gets the crop boxes and the cameras of the
+            full images.
         min_depth, max_depth: the range the prediction is clamped to (metres).
     """
 
     def __init__(self, backbone: dict | nn.Module, min_depth: float = 0.1, max_depth: float = 100.0,
                  data_preprocessor: dict | None = None, init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
-        self.backbone = MODELS.build(backbone) if isinstance(backbone, Mapping) else backbone
+        extra = tuple(name for name in HOST.provides if name != 'grid')
+        self.backbone = MODELS.build({**backbone, 'extra_geometry': extra}) if isinstance(backbone, Mapping) else backbone
+        check_encoding_fits(self.backbone.encoding, HOST)
         if not 0 < min_depth < max_depth:
             raise ValueError(f'CropDepthViT needs 0 < min_depth < max_depth; got {min_depth}, {max_depth}.')
         self.log_range = (float(torch.tensor(min_depth).log()), float(torch.tensor(max_depth).log()))
@@ -64,8 +71,8 @@ class CropDepthViT(BaseModel):
         batch = images.shape[0]
         pose = torch.eye(4, device=images.device).expand(batch, 1, 4, 4)
         cameras = Cameras(inputs['intrinsics'][:, None].float(), pose, tuple(int(s) for s in sizes))
-        return Positions(grid.grid_size, grid.num_prefix_tokens, patch_size=grid.patch_size, device=images.device,
-                         cameras=cameras, crop_boxes=inputs['crop_box'].float())
+        return Positions(grid.grid_size, num_prefix_tokens=grid.num_prefix_tokens, patch_size=grid.patch_size,
+                         device=images.device, camera=CameraGeometry(cameras, crop_boxes=inputs['crop_box'].float()))
 
     def log_depth(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """(B, S, S) predicted log-depth."""

@@ -5,46 +5,57 @@ timm's. What changes is the forward: it builds one :class:`~vispe.geometry.Posit
 from the real patch grid and hands it, with the model's encoding, to every block (as timm's Eva
 hands ``rope=`` to its blocks), so per-resolution tables are built once per forward.
 
-``create_vit`` builds any timm ViT architecture by name and ``retrofit`` converts an existing timm
-``VisionTransformer`` instance in place, keeping its weights.
+``retrofit`` converts an existing timm ``VisionTransformer`` instance in place, keeping its weights: the one
+conversion every vispe ViT goes through (``create_vit`` in :mod:`vispe.models.vit_factory` builds timm's
+architecture by name and converts it).
 """
 from __future__ import annotations
 
-import difflib
 import warnings
 from typing import Any, Sequence
 
-import timm
 import torch
 from timm.layers import Attention as TimmAttention
 from timm.layers import Format, register_notrace_function, register_notrace_module
 from timm.models import VisionTransformer as TimmVisionTransformer
-from timm.models._features import FeatureGetterNet, feature_take_indices
-from timm.models._builder import pretrained_cfg_for_features
-from timm.models._manipulate import checkpoint
+from timm.models import checkpoint
 from timm.models.vision_transformer import Block as TimmBlock
 from torch import nn
 
 from vispe.attention import Attention
-from vispe.encodings import LearnedAPE, PositionEncoding, build_encoding
+from vispe.encodings import LearnedAPE, PositionEncoding, build_encoding, check_encoding_fits, register_host
 from vispe.encodings.builder import EncodingConfig
-from vispe.geometry import Positions, feature_grid_size, to_2tuple
+from vispe.geometry import GEOMETRY, Positions, feature_grid_size
 from vispe.models.inputs import check_image_batch, check_nonfinite_option
+from vispe.models.vit_features import feature_take_indices
 from vispe.registry import MODELS
 
 DEFAULT_ENCODING = {'type': 'LearnedAPE'}
 RESERVED_TIMM_ARGS = ('pos_embed', 'block_fn', 'attn_layer')
+HOST = register_host('VisionTransformer', provides=('grid',),
+                     where='vispe.create_vit, vispe.retrofit, TimmViT configs; extra_geometry= when a host gives more '
+                           '(CropDepthViT)')
 
 
-def _refuse_reserved(kwargs: dict[str, Any]) -> None:
-    """Refuse the timm arguments vispe sets; ``dynamic_img_size=True`` (what vispe models always are) is taken
-    out of ``kwargs``, ``False`` is refused."""
+def timm_arguments(encoding: EncodingConfig, kwargs: dict[str, Any], keep_pos_embed: bool = False) -> dict[str, Any]:
+    """timm's constructor arguments for a ViT that will carry ``encoding``: the user's ``kwargs`` (without the
+    arguments vispe sets: ``pos_embed``, ``block_fn``, ``attn_layer`` are refused, ``dynamic_img_size=False`` too),
+    ``dynamic_img_size=True``, and timm's learned ``pos_embed`` when the encoding includes a ``LearnedAPE`` that takes
+    it over (or ``keep_pos_embed``: pretrained weights load into it), none otherwise."""
     for reserved in RESERVED_TIMM_ARGS:
         if reserved in kwargs:
             raise TypeError(f'vispe sets {reserved!r} itself; choose the position encoding with encoding=...')
-    if not kwargs.pop('dynamic_img_size', True):
+    arguments = dict(kwargs)
+    if not arguments.pop('dynamic_img_size', True):
         raise ValueError('dynamic_img_size=False: vispe models always take any image size divisible by the patch '
                          'size (their encodings follow the grid); leave dynamic_img_size out or pass True.')
+    arguments['dynamic_img_size'] = True
+    ape_cfg = _ape_config(encoding)
+    if not keep_pos_embed:
+        arguments['pos_embed'] = 'learn' if ape_cfg else 'none'
+    if ape_cfg is not None and 'no_embed_class' in ape_cfg:
+        arguments['no_embed_class'] = ape_cfg['no_embed_class']
+    return arguments
 
 
 def image_positions(images: torch.Tensor, in_chans: int, reference: torch.Tensor | None, nonfinite_inputs: str,
@@ -58,7 +69,7 @@ def image_positions(images: torch.Tensor, in_chans: int, reference: torch.Tensor
     check_image_batch(images, in_chans, reference, nonfinite_inputs,
                       channels_fix=', or build the model with in_chans={channels}')
     grid = feature_grid_size(images.shape[-2:], patch_size, dynamic_img_pad)
-    return Positions(grid, num_prefix_tokens, patch_size=tuple(patch_size), device=images.device)
+    return Positions(grid, num_prefix_tokens=num_prefix_tokens, patch_size=tuple(patch_size), device=images.device)
 
 
 def encode_tokens(encoding: PositionEncoding, x: torch.Tensor, pos: Positions) -> torch.Tensor:
@@ -123,13 +134,18 @@ class VisionTransformer(TimmVisionTransformer):
 
     Takes timm's constructor arguments (``img_size`` is the training size: it sets the grid of
     learned tables) plus ``encoding``. The model always accepts any input size divisible by the
-    patch size (or any size with ``dynamic_img_pad=True``).
+    patch size (or any size with ``dynamic_img_pad=True``). Every vispe ViT is made one way: timm builds
+    its ViT and :func:`retrofit` converts it (this constructor is timm's followed by that conversion;
+    ``create_vit`` is ``timm.create_model`` followed by it).
 
     Args:
         encoding: an encoding config, instance or list (see :func:`vispe.build_encoding`);
             default ``dict(type='LearnedAPE')``, timm's own.
         nonfinite_inputs: what a batch with NaN or ±inf pixels does: 'raise' (ValueError), 'warn'
             (RuntimeWarning) or 'ignore' (no check). Also a plain attribute.
+        extra_geometry: what the positions the model runs with carry beyond the patch grid, when a host builds
+            them and runs the blocks (:class:`~vispe.models.CropDepthViT`: ``('cameras', 'crop_boxes')``); the
+            encoding is checked against the grid and this at build.
         **kwargs: timm ``VisionTransformer`` arguments except ``pos_embed``, ``block_fn`` and
             ``attn_layer``, which vispe sets; ``dynamic_img_size`` may be True (vispe models always are).
 
@@ -138,18 +154,14 @@ class VisionTransformer(TimmVisionTransformer):
 
     encoding: PositionEncoding
     nonfinite_inputs: str = 'raise'
+    extra_geometry: tuple[str, ...] = ()
 
     def __init__(self, *args: Any, encoding: EncodingConfig | None = None, nonfinite_inputs: str = 'raise',
-                 **kwargs: Any) -> None:
-        _refuse_reserved(kwargs)
+                 extra_geometry: Sequence[str] = (), **kwargs: Any) -> None:
+        encoding = DEFAULT_ENCODING if encoding is None else encoding
         check_nonfinite_option(nonfinite_inputs)
-        super().__init__(*args, pos_embed='none', block_fn=Block, attn_layer=Attention, dynamic_img_size=True,
-                         **kwargs)
-        if not isinstance(self.patch_drop, nn.Identity):
-            raise ValueError('patch_drop_rate > 0 is not supported: dropped patches would leave the grid that '
-                             'relative and rotary encodings index. Use drop_path_rate or mixup instead.')
-        self.nonfinite_inputs = nonfinite_inputs
-        self.attach_encoding(DEFAULT_ENCODING if encoding is None else encoding)
+        super().__init__(*args, **timm_arguments(encoding, kwargs))
+        retrofit(self, encoding, nonfinite_inputs, extra_geometry)
 
     def encoding_context(self) -> dict[str, Any]:
         """Facts about this model that encodings take as constructor arguments."""
@@ -173,6 +185,7 @@ class VisionTransformer(TimmVisionTransformer):
                 config to take over (weights kept).
         """
         built = build_encoding(encoding, **self.encoding_context())
+        check_encoding_fits(built, HOST, provides=(*HOST.provides, *self.extra_geometry))
         if timm_pos_embed is not None:
             _adopt_pos_embed(built, timm_pos_embed, encoding)
         self.pos_embed = None
@@ -345,30 +358,42 @@ def _rename_from_timm(module: VisionTransformer, state_dict: dict[str, Any], pre
 
 
 def retrofit(model: TimmVisionTransformer, encoding: EncodingConfig | None = None,
-             nonfinite_inputs: str | None = None) -> VisionTransformer:
-    """Put an encoding into an existing timm ``VisionTransformer``, in place, keeping its weights.
+             nonfinite_inputs: str | None = None, extra_geometry: Sequence[str] | None = None) -> VisionTransformer:
+    """Put an encoding into an existing timm ``VisionTransformer``, in place, keeping its weights: the one
+    conversion every vispe ViT goes through (the :class:`VisionTransformer` constructor and ``create_vit`` call it).
 
     The instance becomes a :class:`VisionTransformer` (a subclass of timm's, so ``isinstance``
     checks still hold), its blocks vispe :class:`Block` and its attentions vispe :class:`Attention`;
     no parameter is created or copied except the new encoding's. ``encoding`` says everything the
     model will have: a learned APE it had is kept only if ``encoding`` includes
     ``dict(type='LearnedAPE')`` (which then takes the timm parameter over), e.g.
-    ``encoding=['LearnedAPE', dict(type='RoPEAxial')]``.
+    ``encoding=['LearnedAPE', dict(type='RoPEAxial')]``. A vispe ViT gets the new encoding.
 
     Args:
-        model: a timm ``VisionTransformer`` with standard ``Block``/``Attention`` layers.
+        model: a timm ``VisionTransformer`` with standard ``Block``/``Attention`` layers, or a vispe ViT.
         encoding: config, instance or list; default ``LearnedAPE``.
         nonfinite_inputs: 'raise', 'warn' or 'ignore' for NaN/inf pixels (see :class:`VisionTransformer`);
             None keeps the setting of a vispe model ('raise' for a timm model).
+        extra_geometry: what a host gives the positions beyond the patch grid (see :class:`VisionTransformer`);
+            None keeps a vispe model's (nothing for a timm model).
 
     Returns:
         The same object, converted.
+
+    Raises:
+        EncodingHostError: the encoding requires geometry that the ViT's positions do not carry.
     """
     encoding = DEFAULT_ENCODING if encoding is None else encoding
     if nonfinite_inputs is not None:
         check_nonfinite_option(nonfinite_inputs)
-    if isinstance(model, VisionTransformer):
+    if extra_geometry is not None:
+        unknown = sorted(set(extra_geometry) - set(GEOMETRY))
+        if unknown:
+            raise ValueError(f'extra_geometry names unknown geometry {unknown}; known: {", ".join(GEOMETRY)}.')
+    if isinstance(model, VisionTransformer) and 'encoding' in model._modules:
         current = next((m for m in _encoding_members(model.encoding) if isinstance(m, LearnedAPE)), None)
+        if extra_geometry is not None:
+            model.extra_geometry = tuple(extra_geometry)
         model.attach_encoding(encoding, timm_pos_embed=None if current is None else current.pos_embed)
         if nonfinite_inputs is not None:
             model.nonfinite_inputs = nonfinite_inputs
@@ -381,7 +406,9 @@ def retrofit(model: TimmVisionTransformer, encoding: EncodingConfig | None = Non
             raise TypeError(f'retrofit supports timm Block with timm Attention; block {index} is '
                             f'{type(block).__name__} with {type(block.attn).__name__}.')
     if not isinstance(model.patch_drop, nn.Identity):
-        raise ValueError('patch_drop_rate > 0 is not supported by vispe ViTs; rebuild with patch_drop_rate=0.')
+        raise ValueError('patch_drop_rate > 0 is not supported by vispe ViTs: dropped patches would leave the grid '
+                         'that relative and rotary encodings index. Build with patch_drop_rate=0 (drop_path_rate or '
+                         'mixup regularise instead).')
     for block in model.blocks:
         block.__class__ = Block
         block.attn.__class__ = Attention
@@ -392,6 +419,7 @@ def retrofit(model: TimmVisionTransformer, encoding: EncodingConfig | None = Non
     model.patch_embed.flatten = False
     model.patch_embed.output_fmt = Format.NHWC
     model.nonfinite_inputs = nonfinite_inputs or VisionTransformer.nonfinite_inputs
+    model.extra_geometry = tuple(extra_geometry or ())
     model.attach_encoding(encoding, timm_pos_embed=timm_pos_embed)
     if timm_pos_embed is not None and not any(m.pos_embed is timm_pos_embed for m in
                                               _encoding_members(model.encoding) if isinstance(m, LearnedAPE)):
@@ -405,94 +433,3 @@ def _ape_config(encoding: EncodingConfig) -> dict[str, Any] | None:
         if _is_ape_config(member):
             return member if isinstance(member, dict) else {'type': 'LearnedAPE'}
     return None
-
-
-def _check_architecture_overrides(kwargs: dict[str, Any]) -> None:
-    """Sizes given to ``create_vit`` that timm would turn into a division by zero or an empty model."""
-    for name in ('patch_size', 'img_size', 'depth', 'num_heads', 'embed_dim'):
-        value = kwargs.get(name)
-        values = value if isinstance(value, (tuple, list)) else [value]
-        if value is not None and not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values):
-            raise ValueError(f'create_vit: {name} must be a whole number of at least 1 (or a pair of them for sizes); '
-                             f'got {value!r}.')
-    embed_dim, num_heads = kwargs.get('embed_dim'), kwargs.get('num_heads')
-    if embed_dim is not None and num_heads is not None and embed_dim % num_heads:
-        nearest = min((d for d in range(1, embed_dim + 1) if embed_dim % d == 0), key=lambda d: abs(d - num_heads))
-        raise ValueError(f'create_vit: embed_dim {embed_dim} is not divisible by num_heads {num_heads}; choose a '
-                         f'head count that divides it (e.g. {nearest}).')
-    image, patch = kwargs.get('img_size'), kwargs.get('patch_size')
-    if image is not None and patch is not None:
-        image, patch = to_2tuple(image), to_2tuple(patch)
-        if image[0] < patch[0] or image[1] < patch[1]:
-            raise ValueError(f'create_vit: img_size {image} is smaller than one patch {patch}; the training size '
-                             f'must hold at least one patch per side.')
-
-
-def create_vit(
-        model_name: str,
-        encoding: EncodingConfig | None = None,
-        pretrained: bool = False,
-        nonfinite_inputs: str = 'raise',
-        **kwargs: Any,
-) -> VisionTransformer:
-    """Build a timm ViT architecture by name with any vispe encoding.
-
-    The architecture (embed_dim, depth, heads, patch size, ...) comes from timm's own model
-    definition; timm's keyword arguments (``num_classes``, ``img_size``, ``drop_path_rate``,
-    ``class_token``, ``reg_tokens``, ``global_pool``, ``pretrained_cfg_overlay`` ...) pass through.
-    With ``dict(type='LearnedAPE')`` the model is timm's ViT: the same weights give the same logits.
-
-    Args:
-        model_name: a timm ``VisionTransformer`` name, e.g. ``'vit_small_patch16_224'``.
-        encoding: config, instance or list; default ``LearnedAPE``.
-        pretrained: load timm's pretrained weights (needs the weights locally or a hub connection).
-        nonfinite_inputs: 'raise', 'warn' or 'ignore' for NaN/inf pixels (see :class:`VisionTransformer`);
-            vispe's option, not passed to timm.
-
-    Example:
-        >>> vit = create_vit('vit_small_patch16_224', encoding=dict(type='SinCos2D'), num_classes=10)
-        >>> vit(torch.randn(2, 3, 384, 320)).shape
-        torch.Size([2, 10])
-    """
-    encoding = DEFAULT_ENCODING if encoding is None else encoding
-    _refuse_reserved(kwargs)
-    _check_architecture_overrides(kwargs)
-    check_nonfinite_option(nonfinite_inputs)
-    ape_cfg = _ape_config(encoding)
-    timm_kwargs: dict[str, Any] = dict(kwargs, dynamic_img_size=True)
-    if not pretrained:
-        # pretrained weights need the architecture's own pos_embed to load; retrofit then keeps or drops it
-        timm_kwargs['pos_embed'] = 'learn' if ape_cfg else 'none'
-    if ape_cfg is not None and 'no_embed_class' in ape_cfg:
-        timm_kwargs['no_embed_class'] = ape_cfg['no_embed_class']
-    if not timm.is_model(model_name):
-        close = difflib.get_close_matches(model_name, timm.list_models('vit_*'), n=3, cutoff=0.6)
-        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ''
-        raise ValueError(f'Unknown timm model {model_name!r}.{hint} List them with timm.list_models("vit_*").')
-    features_only = timm_kwargs.pop('features_only', False)
-    feature_cfg = {key: timm_kwargs.pop(key) for key in ('out_indices', 'feature_cls') if key in timm_kwargs}
-    model = retrofit(timm.create_model(model_name, pretrained=pretrained, **timm_kwargs), encoding,
-                     nonfinite_inputs=nonfinite_inputs)
-    return feature_extractor(model, **feature_cfg) if features_only else model
-
-
-def feature_extractor(model: VisionTransformer, out_indices: int | Sequence[int] = 3,
-                      feature_cls: str = 'getter') -> nn.Module:
-    """timm's ``features_only`` wrapper of a ViT: ``FeatureGetterNet`` over ``forward_intermediates`` (as timm wraps
-    its own ViTs), returning the feature maps (B, C, h, w) of the blocks ``out_indices`` (an int n: the last n).
-
-    Raises:
-        ValueError: a ``feature_cls`` other than timm's ViT extractor ('getter').
-    """
-    if feature_cls != 'getter':
-        raise ValueError(f"feature_cls={feature_cls!r}: vispe ViTs give features as timm's ViTs do, through "
-                         f"forward_intermediates (feature_cls='getter', the default); for other layers use "
-                         f"timm.models.create_feature_extractor (torch.fx) on the model built without features_only.")
-    extractor = FeatureGetterNet(model, out_indices=out_indices)
-    extractor.pretrained_cfg = pretrained_cfg_for_features(model.pretrained_cfg)
-    extractor.default_cfg = extractor.pretrained_cfg
-    return extractor
-
-
-MODELS.register_module(name='TimmViT', module=create_vit)
-

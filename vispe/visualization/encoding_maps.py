@@ -15,11 +15,15 @@ def embedding_similarity(encoding: PositionEncoding, grid_size: Sequence[int], q
                          embed_dim: int) -> torch.Tensor:
     """Cosine similarity between the embedding added at patch ``query`` and at every patch, (h, w).
 
-    For encodings with an ``embed`` hook (LearnedAPE, SinCos2D, FourierFeatures, ...).
+    For encodings with a ``position_embedding`` (LearnedAPE, SinCos2D, FourierFeatures, ...).
     """
-    pos = Positions(tuple(grid_size), 0)
+    pos = Positions(tuple(grid_size))
     encoding.prepare(pos)
-    table = encoding.embed(torch.zeros(1, pos.num_patches, embed_dim), pos)[0]
+    table = encoding.position_embedding(pos)
+    if table is None:
+        raise ValueError(f'{type(encoding).__name__} has no position_embedding to compare between patches; the '
+                         f'similarity map is for absolute encodings (LearnedAPE, SinCos2D, FourierFeatures, ...).')
+    table = table[0].expand(pos.num_patches, embed_dim)
     return F.cosine_similarity(table[query][None], table, dim=-1).reshape(*grid_size)
 
 
@@ -31,7 +35,7 @@ def relative_logits(encoding: PositionEncoding, grid_size: Sequence[int], query:
     The same random q and k vector sit at every position, so all variation comes from the encoding:
     rotations (RoPE, ComRoPE) and logit biases (iRPE, LookHere, ALiBi2D). Masked keys show as −inf.
     """
-    pos = Positions(tuple(grid_size), 0)
+    pos = Positions(tuple(grid_size))
     encoding.prepare(pos)
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(1, num_heads, 1, head_dim, generator=generator).expand(1, num_heads, pos.num_patches, head_dim)

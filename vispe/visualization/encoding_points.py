@@ -111,7 +111,7 @@ def encoding_points(model: PETRDetector, batch: Mapping[str, Any], bin_step: int
     encoding = model.encoding
     features, pos = memory_positions(model, batch)
     views, (height, width) = pos.num_views, pos.grid_size
-    image_size = pos.cameras.image_size
+    image_size = pos.camera.cameras.image_size
     cell_valid = pos.valid_mask[0] if pos.valid_mask is not None else torch.ones(views, height, width,
                                                                                    dtype=torch.bool)
     if isinstance(encoding, PETR):
@@ -120,18 +120,18 @@ def encoding_points(model: PETRDetector, batch: Mapping[str, Any], bin_step: int
         depths = encoding.depths.cpu()[bins].expand(views, height, width, -1)
         shown = '' if bin_step == 1 else f' (one in {bin_step})'
         return EncodingPoints('frustum', points, cell_valid[..., None].expand(-1, -1, -1, len(bins)), depths.clone(),
-                              frustum_pixels((height, width), image_size, encoding.pixel), pos.cameras,
+                              frustum_pixels((height, width), image_size, encoding.pixel), pos.camera.cameras,
                               (height, width), f'PETR frustum points at {len(bins)} of the {encoding.depth_num} '
                                                f'{encoding.depth_mode} depth bins of each cell{shown}')
     pixels = frustum_pixels((height, width), image_size, 'corner')
     if isinstance(encoding, PPE3D):
         if depth == 'gt':
-            if pos.depth is None:
+            if not pos.has('depth'):
                 raise ValueError('the LiDAR depth of 3DPPE\'s points needs the samples\' depth maps: load the data '
                                  'with MultiViewDetection(with_depth=True).')
-            cell_depth = sparse_depth_targets(pos.depth, pos.patch_size[0], encoding.depth_start,
+            cell_depth = sparse_depth_targets(pos.camera.depth, pos.patch_size[0], encoding.depth_start,
                                               encoding.position_range[3])[..., :height, :width]
-            points = depth_map_points(pos.cameras, cell_depth)[0]
+            points = depth_map_points(pos.camera.cameras, cell_depth)[0]
             valid = cell_valid & (cell_depth[0] > 0)
             what = f'3DPPE points at the LiDAR depth ({int(valid.sum())} of {valid.numel()} cells have one)'
         else:
@@ -141,8 +141,8 @@ def encoding_points(model: PETRDetector, batch: Mapping[str, Any], bin_step: int
             valid = cell_valid
             what = f'3DPPE points at the depth of its source {encoding.depth_source!r}'
         return EncodingPoints('depth', points[..., None, :], valid[..., None], cell_depth[0][..., None].float(),
-                              pixels, pos.cameras, (height, width), what)
+                              pixels, pos.camera.cameras, (height, width), what)
     empty = torch.zeros(views, height, width, 0)
     return EncodingPoints('none', empty[..., None].expand(-1, -1, -1, 0, 3).clone(), empty.bool(), empty, pixels,
-                          pos.cameras, (height, width), f'{type(encoding).__name__}: no 3D points (its keys encode '
+                          pos.camera.cameras, (height, width), f'{type(encoding).__name__}: no 3D points (its keys encode '
                                                         f'camera, row and column in 2D)')

@@ -113,4 +113,4 @@ def query_attention(model: PETRDetector, batch: Mapping[str, Any], layers: Seque
         box=decode_boxes(code[-1, query].float()), anchor=range_to_metres(reference_unit, model.pc_range),
         reference=None if position_range is None else range_to_metres(reference_unit, position_range),
         maps={layer: camera_maps(probs[layer], query, pos.num_views, pos.grid_size) for layer in kept},
-        feat_size=tuple(pos.grid_size), cameras=pos.cameras)
+        feat_size=tuple(pos.grid_size), cameras=pos.camera.cameras)

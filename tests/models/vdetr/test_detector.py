@@ -52,7 +52,7 @@ def test_each_layer_reads_the_boxes_of_the_layer_before() -> None:
     original = VertexRPE.logits_bias
 
     def record(self, q, k, pos_q, pos_k, layer_idx):
-        seen.append((layer_idx, pos_q.boxes.clone()))
+        seen.append((layer_idx, pos_q.scene.boxes.clone()))
         return original(self, q, k, pos_q, pos_k, layer_idx)
     points, _ = scenes()
     try:

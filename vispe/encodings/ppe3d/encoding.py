@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Sequence
 
 import torch
 
+from vispe.encodings.base import apply_learned
 from vispe.encodings.camera import (CameraEncoding, FeatureEncoding, adapted_sine, inverse_sigmoid, multiview_grid,
                                     pointwise_mlp, pos2posemb3d, query_mlp)
 from vispe.encodings.options import Option, model_fact
@@ -37,7 +38,7 @@ class PPE3D(CameraEncoding):
     the backbone features and the cameras and returns the context features that become the memory.
 
     Depth sources (the paper's ablations): 'predicted' (the hybrid depth, 3DPPE), 'gt' (per-cell LiDAR depth from
-    ``pos.depth``, cells without a point at ``position_range[3]`` as the reference's ground-truth-depth head), 'hybrid'
+    ``pos.camera.depth``, cells without a point at ``position_range[3]`` as the reference's ground-truth-depth head), 'hybrid'
     (LiDAR depth where a cell has one, predicted elsewhere).
 
     Args:
@@ -109,7 +110,7 @@ class PPE3D(CameraEncoding):
 
     def encode_features(self, features: torch.Tensor, pos: Positions) -> FeatureEncoding:
         views, height, width = multiview_grid(pos, 'PPE3D')
-        cameras = pos.cameras
+        cameras = pos.camera.cameras
         output = self.depth_net(features, cameras.intrinsics, cameras.extrinsics)
         depth = output.depth.view(cameras.num_samples, views, height, width)
         return FeatureEncoding(output.context, dict(depth_logits=output.logits, depth=depth))
@@ -118,19 +119,19 @@ class PPE3D(CameraEncoding):
         """(B, V, h, w) the depth the points use (see ``depth_source``)."""
         if self.depth_source == 'predicted':
             return predicted
-        if pos.depth is None:
+        if not pos.has('depth'):
             raise ValueError(f"PPE3D depth_source={self.depth_source!r} reads LiDAR depth from the positions; the batch "
                              f"has none. Load it with MultiViewDetection(with_depth=True) (also for evaluation), or "
                              f"use depth_source='predicted'.")
         stride = pos.patch_size[0]
-        measured = sparse_depth_targets(pos.depth, stride, self.depth_start, self.position_range[3])
+        measured = sparse_depth_targets(pos.camera.depth, stride, self.depth_start, self.position_range[3])
         measured = measured[..., :predicted.shape[-2], :predicted.shape[-1]]
         fallback = torch.full_like(predicted, self.position_range[3]) if self.depth_source == 'gt' else predicted
         return torch.where(measured > 0, measured, fallback)
 
     def points(self, pos: Positions, extras: dict[str, Any]) -> torch.Tensor:
         """(B, V, h, w, 3) the normalised scene-frame points of the cells."""
-        return normalize_points(depth_map_points(pos.cameras, self.cell_depth(pos, extras['depth'])),
+        return normalize_points(depth_map_points(pos.camera.cameras, self.cell_depth(pos, extras['depth'])),
                                 self.position_range)
 
     def key_embedding(self, pos: Positions, batch: int, extras: dict[str, Any]) -> torch.Tensor:
@@ -138,21 +139,21 @@ class PPE3D(CameraEncoding):
             raise ValueError('PPE3D embeds points at the depth its depth net predicts: call encode_features on the '
                              'backbone features first and pass its extras.')
         points = inverse_sigmoid(self.points(pos, extras))
-        key_embed = self.position_encoder(pos2posemb3d(points, self.embed_dim // 2)).flatten(1, 3)
+        key_embed = apply_learned(self.position_encoder, pos2posemb3d(points, self.embed_dim // 2)).flatten(1, 3)
         if self.with_multiview:
-            key_embed = key_embed + adapted_sine(self.adapt_pos3d, pos, batch, self.embed_dim)
+            key_embed = key_embed + adapted_sine(self.adapt_pos3d, pos, self.embed_dim)
         return key_embed
 
     def encode_queries(self, reference: torch.Tensor) -> torch.Tensor:
-        return self.position_encoder(pos2posemb3d(inverse_sigmoid(reference), self.embed_dim // 2))
+        return apply_learned(self.position_encoder, pos2posemb3d(inverse_sigmoid(reference), self.embed_dim // 2))
 
     def losses(self, extras: dict[str, Any], pos: Positions) -> dict[str, torch.Tensor]:
-        """SmoothL1 on the predicted depth and DFL on the logits against the per-cell LiDAR depth of ``pos.depth``
-        (none when the batch has no depth)."""
-        if pos.depth is None or 'depth_logits' not in extras:
+        """SmoothL1 on the predicted depth and DFL on the logits against the per-cell LiDAR depth of the positions'
+        ``camera.depth`` (none when the batch has no depth)."""
+        if not pos.has('depth') or 'depth_logits' not in extras:
             return {}
         predicted = extras['depth']
-        targets = sparse_depth_targets(pos.depth, pos.patch_size[0], self.depth_start, self.position_range[3])
+        targets = sparse_depth_targets(pos.camera.depth, pos.patch_size[0], self.depth_start, self.position_range[3])
         targets = targets[..., :predicted.shape[-2], :predicted.shape[-1]]
         l1_weight, dfl_weight = self.depth_loss_weights
         return depth_losses(extras['depth_logits'], predicted.flatten(0, 1), targets, self.depth_start,

@@ -11,6 +11,27 @@ from vispe.models.detr.matcher import HungarianMatcher
 from vispe.models.detr.targets import check_targets
 
 
+def matched_targets(matches: list[tuple[torch.Tensor, torch.Tensor]], targets: list[dict[str, torch.Tensor]],
+                    logits: torch.Tensor, boxes: torch.Tensor, num_classes: int, label_key: str,
+                    box_key: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What a set criterion compares after matching: the class of every query (B, Q) (no-object = ``num_classes``
+    where unmatched), and the matched predicted boxes (M, D) and their targets (M, D), float32.
+
+    Args:
+        matches: per sample (query indices, target indices).
+        targets: per sample its labels (``label_key``) and boxes (``box_key``).
+        logits: (B, Q, K+1) class logits; boxes: (B, Q, D) predicted boxes.
+    """
+    sample_index = torch.cat([torch.full_like(query, i) for i, (query, _) in enumerate(matches)])
+    query_index = torch.cat([query for query, _ in matches])
+    classes = torch.full(logits.shape[:2], num_classes, dtype=torch.int64, device=logits.device)
+    classes[sample_index, query_index] = torch.cat(
+        [t[label_key][target] for t, (_, target) in zip(targets, matches)]).to(logits.device)
+    matched = boxes[sample_index, query_index].float()
+    target_boxes = torch.cat([t[box_key][target] for t, (_, target) in zip(targets, matches)]).float()
+    return classes, matched, target_boxes
+
+
 class SetCriterion(nn.Module):
     """Losses of DETR (Carion et al., ECCV 2020) on Hungarian-matched predictions.
 
@@ -49,15 +70,9 @@ class SetCriterion(nn.Module):
                       num_boxes: float) -> dict[str, torch.Tensor]:
         """Weighted losses of one set of predictions: logits (B, Q, K+1), boxes (B, Q, 4)."""
         matches = self.matcher(logits, boxes, targets)
-        batch_index = torch.cat([torch.full_like(query, i) for i, (query, _) in enumerate(matches)])
-        query_index = torch.cat([query for query, _ in matches])
-        target_classes = torch.full(logits.shape[:2], self.num_classes, dtype=torch.int64, device=logits.device)
-        target_classes[batch_index, query_index] = torch.cat(
-            [t['labels'][target] for t, (_, target) in zip(targets, matches)]).to(logits.device)
+        target_classes, matched, target_boxes = matched_targets(matches, targets, logits, boxes, self.num_classes,
+                                                                'labels', 'boxes')
         loss_ce = F.cross_entropy(logits.float().transpose(1, 2), target_classes, self.empty_weight)
-
-        matched = boxes[batch_index, query_index].float()
-        target_boxes = torch.cat([t['boxes'][target] for t, (_, target) in zip(targets, matches)]).float()
         loss_bbox = F.l1_loss(matched, target_boxes, reduction='sum') / num_boxes
         giou = torch.diag(generalized_box_iou(box_convert(matched, 'cxcywh', 'xyxy'),
                                               box_convert(target_boxes, 'cxcywh', 'xyxy')))

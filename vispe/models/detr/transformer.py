@@ -14,8 +14,16 @@ import torch
 from torch import nn
 
 from vispe.attention import Attention
-from vispe.encodings import PositionEncoding, build_encoding
-from vispe.geometry import Cameras, Positions, to_2tuple
+from vispe.encodings import (PositionEncoding, build_encoding, check_encoding_fits, register_host,
+                             require_position_embedding)
+from vispe.geometry import CameraGeometry, Cameras, Positions, to_2tuple
+
+
+ENCODER_HOST = register_host('DETR encoder', provides=('grid', 'cameras'),
+                             where='vispe.models.detr.DETREncoder (DETR configs: encoder.encoding); cameras when the '
+                                   'data samples carry them')
+DECODER_HOST = register_host('DETR decoder', provides=('grid',),
+                             where='vispe.models.detr.DETRDecoder (DETR configs: decoder.encoding)')
 
 
 def feed_forward(embed_dim: int, mlp_dim: int, dropout: float) -> nn.Sequential:
@@ -74,12 +82,16 @@ class DETREncoder(nn.Module):
         self.encoding = build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads,
                                        head_dim=embed_dim // num_heads, depth=depth, grid_size=to_2tuple(grid_size),
                                        patch_size=(stride, stride), num_prefix_tokens=0)
+        check_encoding_fits(self.encoding, ENCODER_HOST)
+        if absolute_mode == 'every_layer':
+            require_position_embedding(self.encoding, ENCODER_HOST, "absolute_mode='every_layer' adds it to the "
+                                                                    "queries and keys of every layer")
 
     def positions(self, features: torch.Tensor, valid_mask: torch.Tensor | None,
                   cameras: Cameras | None = None) -> Positions:
         """The memory's positions: the feature grid, its padding and the images' cameras (if the data has any)."""
-        return Positions(features.shape[-2:], 0, (self.stride, self.stride), features.device, valid_mask=valid_mask,
-                         cameras=cameras)
+        return Positions(features.shape[-2:], patch_size=(self.stride, self.stride), device=features.device,
+                         valid_mask=valid_mask, camera=None if cameras is None else CameraGeometry(cameras))
 
     def forward(self, features: torch.Tensor, valid_mask: torch.Tensor | None = None,
                 pos: Positions | None = None) -> torch.Tensor:
@@ -91,7 +103,7 @@ class DETREncoder(nn.Module):
         qk_embed = None
         if 'embed' in hooks:
             if self.absolute_mode == 'every_layer':
-                qk_embed = self.encoding.embed(torch.zeros_like(x), pos)
+                qk_embed = self.encoding.position_embedding(pos).to(x.dtype)
             else:
                 x = self.encoding.embed(x, pos)
         for index, layer in enumerate(self.layers):
@@ -181,12 +193,15 @@ class DETRDecoder(nn.Module):
         self.encoding = build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads,
                                        head_dim=embed_dim // num_heads, depth=depth, grid_size=to_2tuple(grid_size),
                                        patch_size=(stride, stride), num_prefix_tokens=0)
+        check_encoding_fits(self.encoding, DECODER_HOST)
         hooks = self.encoding.active_hooks
         if not hooks & (RELATIVE_HOOKS | {'embed'}):
             raise ValueError(f'The decoder encoding {type(self.encoding).__name__} uses {sorted(hooks)}, which do not '
                              f'reach cross-attention; give the decoder an encoding with embed, rotate or logits_bias '
                              f'hooks (its default is DETRSine), and put between-block encodings such as PEG in the '
                              f'encoder.')
+        if 'embed' in hooks:
+            require_position_embedding(self.encoding, DECODER_HOST, 'adds it to the memory keys of every layer')
         self.reference_points = nn.Linear(embed_dim, 2) if hooks & RELATIVE_HOOKS else None
 
     def query_positions(self, query_pos: torch.Tensor, pos_k: Positions) -> Positions:
@@ -211,7 +226,7 @@ class DETRDecoder(nn.Module):
         """
         hooks = self.encoding.active_hooks
         self.encoding.prepare(pos_k)
-        key_embed = self.encoding.embed(torch.zeros_like(memory), pos_k) if 'embed' in hooks else None
+        key_embed = self.encoding.position_embedding(pos_k).to(memory.dtype) if 'embed' in hooks else None
         pos_q = self.query_positions(query_pos, pos_k)
         attention_encoding = self.encoding if hooks & RELATIVE_HOOKS else None
         mask = None if key_mask is None else key_mask[:, None, None, :]

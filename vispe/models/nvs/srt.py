@@ -18,13 +18,16 @@ from mmengine.model import BaseModel
 from torch import nn
 
 from vispe.attention import Attention
-from vispe.encodings import PositionEncoding, build_encoding
-from vispe.geometry import Cameras, Positions
+from vispe.encodings import PositionEncoding, build_encoding, check_encoding_fits, register_host
+from vispe.geometry import CameraGeometry, Cameras, Positions
 from vispe.models.detr.transformer import feed_forward
 from vispe.models.multiview_encoder import MultiViewEncoder
 from vispe.registry import MODELS
 
 __all__ = ['NovelViewTransformer', 'RayDecoderLayer', 'view_cnn']
+
+HOST = register_host('NovelViewTransformer', provides=('grid', 'cameras'),
+                     where='vispe.models.nvs.NovelViewTransformer (configs/nvs: encoding); target rays as pixel coords')
 
 
 def view_cnn(channels: tuple[int, ...], embed_dim: int) -> nn.Sequential:
@@ -86,6 +89,7 @@ class NovelViewTransformer(BaseModel):
                                   nn.Linear(mlp_dim, 3))
         self.encoding = build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads,
                                        head_dim=embed_dim // num_heads, depth=encoder_depth + decoder_depth)
+        check_encoding_fits(self.encoding, HOST)
 
     def positions(self, inputs: Mapping[str, torch.Tensor]) -> tuple[Positions, Positions]:
         """The input views' token grid and the target rays, each with its cameras."""
@@ -97,10 +101,10 @@ class NovelViewTransformer(BaseModel):
         size = (height, width)
         input_cameras = Cameras(inputs['intrinsics'], inputs['extrinsics'], size)
         target_cameras = Cameras(inputs['target_intrinsics'], inputs['target_extrinsics'], size)
-        pos_tokens = Positions(grid_size=(height // self.stride, width // self.stride), num_views=views,
-                               cameras=input_cameras, device=images.device)
-        pos_rays = Positions(coords=inputs['rays'].float(), num_views=target_cameras.num_views, cameras=target_cameras,
-                             device=images.device)
+        pos_tokens = Positions((height // self.stride, width // self.stride), num_views=views,
+                               camera=CameraGeometry(input_cameras), device=images.device)
+        pos_rays = Positions(coords=inputs['rays'].float(), num_views=target_cameras.num_views,
+                             camera=CameraGeometry(target_cameras), device=images.device)
         return pos_tokens, pos_rays
 
     def render(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:

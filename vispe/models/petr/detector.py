@@ -17,9 +17,10 @@ import torch.nn.functional as F
 from mmengine.model import BaseModel
 from torch import nn
 
-from vispe.encodings import PositionEncoding, build_encoding
-from vispe.encodings.camera import CameraEncoding, inverse_sigmoid
-from vispe.geometry import Cameras, Positions
+from vispe.encodings import PositionEncoding, build_encoding, check_encoding_fits, register_host
+from vispe.encodings.camera import inverse_sigmoid
+from vispe.geometry import CameraGeometry, Cameras, Positions
+from vispe.models.box3d_targets import box3d_targets
 from vispe.models.inputs import check_image_batch, check_nonfinite_option, value_checks_enabled
 from vispe.models.multiview_encoder import MultiViewEncoder
 from vispe.models.petr.box_coder import denormalize_centers, nms_free_decode
@@ -31,6 +32,10 @@ from vispe.models.petr.transformer import PETRDecoder
 from vispe.registry import MODELS
 
 NUSCENES_PC_RANGE = (-51.2, -51.2, -5.0, 51.2, 51.2, 3.0)
+HOST = register_host('PETRDetector', provides=('grid', 'cameras', 'depth'), calls=('key_embedding', 'encode_queries'),
+                     where='vispe.models.petr.PETRDetector (configs/petr: encoding), the camera protocol')
+ENCODER_HOST = register_host('PETRDetector encoder', provides=('grid', 'cameras', 'depth'),
+                             where='vispe.models.petr.PETRDetector (configs/petr: encoder.encoding)')
 
 
 def classification_branch(embed_dim: int, num_classes: int, num_fcs: int = 2) -> nn.Sequential:
@@ -95,7 +100,8 @@ class PETRDetector(BaseModel):
     Args:
         backbone: config of a module with ``channels`` and ``stride`` (``dict(type='TimmFeatures', ...)``).
         num_classes: K.
-        encoding: the camera encoding's config (PETR, PPE3D, MultiViewSine).
+        encoding: the camera encoding's config: one of the camera protocol with a query embedding (PETR, PPE3D,
+            MultiViewSine; checked at build).
         decoder: :class:`PETRDecoder` arguments.
         num_queries: learnable 3D reference points (PETR: 900).
         embed_dim: d (256).
@@ -137,9 +143,7 @@ class PETRDetector(BaseModel):
         self.backbone = MODELS.build(backbone)
         self.encoding = build_encoding(encoding or dict(type='PETR'), embed_dim=embed_dim,
                                        in_channels=self.backbone.channels)
-        if not isinstance(self.encoding, CameraEncoding):
-            raise TypeError(f'PETRDetector needs a camera encoding (PETR, PPE3D, MultiViewSine, or a subclass of '
-                            f'vispe.encodings.CameraEncoding); got {type(self.encoding).__name__}.')
+        check_encoding_fits(self.encoding, HOST)
         self.input_proj = nn.Conv2d(self.encoding.out_channels(self.backbone.channels), embed_dim, kernel_size=1)
         self.decoder = PETRDecoder(embed_dim=embed_dim, **(decoder or {}))
         self.encoder, self.encoder_encoding = self._build_encoder(encoder, embed_dim)
@@ -178,10 +182,11 @@ class PETRDetector(BaseModel):
         options = dict(encoder)
         encoding = options.pop('encoding', dict(type='NoPE'))
         depth, num_heads = options.get('depth', 2), options.get('num_heads', 8)
+        encoder_encoding = build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads,
+                                          head_dim=embed_dim // num_heads, depth=depth)
+        check_encoding_fits(encoder_encoding, ENCODER_HOST)
         return (MultiViewEncoder(embed_dim, **{'depth': depth, 'num_heads': num_heads, 'mlp_dim': 4 * embed_dim,
-                                               **options}),
-                build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads, head_dim=embed_dim // num_heads,
-                               depth=depth))
+                                               **options}), encoder_encoding)
 
     def _init_transformer(self) -> None:
         """PETR's initialisation: Xavier-uniform decoder matrices, reference points U(0, 1)."""
@@ -212,8 +217,8 @@ class PETRDetector(BaseModel):
             valid = F.interpolate(masks.flatten(0, 1)[:, None].float(), size=tuple(feat_size))[:, 0].bool()
             valid = valid.view(batch, views, *feat_size)
         stride = self.backbone.stride
-        return Positions(tuple(feat_size), 0, (stride, stride), cameras.device, valid_mask=valid, num_views=views,
-                         cameras=cameras, depth=depth)
+        return Positions(tuple(feat_size), patch_size=(stride, stride), device=cameras.device, valid_mask=valid,
+                         num_views=views, camera=CameraGeometry(cameras, depth=depth))
 
     def predict_sets(self, inputs: torch.Tensor, masks: torch.Tensor | None,
                      data_samples: list[Mapping[str, Any]] | None,
@@ -268,28 +273,16 @@ class PETRDetector(BaseModel):
 
     def targets(self, data_samples: list[Mapping[str, Any]], device: torch.device) -> tuple[list, list, list | None]:
         """Per sample gt boxes (G, 7), labels (G,) and, for a 10-channel code, velocities (G, 2), checked."""
-        boxes, labels, velocities = [], [], []
+        boxes, labels = box3d_targets(data_samples, device, self.num_classes, 'MultiViewDetection')
+        if self.criterion.code_size != 10:
+            return boxes, labels, None
+        velocities = []
         for index, sample in enumerate(data_samples):
-            if not isinstance(sample, Mapping) or 'gt_boxes' not in sample or 'gt_labels' not in sample:
-                raise ValueError(f'data_samples[{index}] needs gt_boxes (G, 7) and gt_labels (G,) for the loss '
-                                 f'(MultiViewDetection gives them).')
-            sample_boxes = torch.as_tensor(sample['gt_boxes'], dtype=torch.float32, device=device).reshape(-1, 7)
-            sample_labels = torch.as_tensor(sample['gt_labels'], dtype=torch.int64, device=device).reshape(-1)
-            if len(sample_boxes) != len(sample_labels):
-                raise ValueError(f'data_samples[{index}] has {len(sample_boxes)} gt_boxes but {len(sample_labels)} '
-                                 f'gt_labels; give one label per box.')
-            if not bool(torch.isfinite(sample_boxes).all()) or bool((sample_boxes[:, 3:6] <= 0).any()):
-                raise ValueError(f'data_samples[{index}] has a gt box that is not finite or has a size <= 0; fix or '
-                                 f'drop it in the dataset.')
-            boxes.append(sample_boxes)
-            labels.append(sample_labels)
-            if self.criterion.code_size == 10:
-                if 'gt_velocities' not in sample:
-                    raise ValueError(f'data_samples[{index}] has no gt_velocities, which a model with code_size=10 '
-                                     f'regresses (MultiViewDetection gives them); use code_size=8 for static scenes.')
-                velocities.append(torch.as_tensor(sample['gt_velocities'], dtype=torch.float32,
-                                                  device=device).reshape(-1, 2))
-        return boxes, labels, velocities if self.criterion.code_size == 10 else None
+            if 'gt_velocities' not in sample:
+                raise ValueError(f'data_samples[{index}] has no gt_velocities, which a model with code_size=10 '
+                                 f'regresses (MultiViewDetection gives them); use code_size=8 for static scenes.')
+            velocities.append(torch.as_tensor(sample['gt_velocities'], dtype=torch.float32, device=device).reshape(-1, 2))
+        return boxes, labels, velocities
 
     @staticmethod
     def depth_maps(data_samples: list[Mapping[str, Any]] | None, device: torch.device) -> torch.Tensor | None:
@@ -321,12 +314,12 @@ class PETRDetector(BaseModel):
         losses.update(self.encoding.losses(outputs['extras'], outputs['pos']))
         if self.centre_heatmap is not None:
             pos = outputs['pos']
-            losses['loss_heatmap'] = self.centre_heatmap.loss(outputs['heatmap'], pos.cameras, boxes, labels,
+            losses['loss_heatmap'] = self.centre_heatmap.loss(outputs['heatmap'], pos.camera.cameras, boxes, labels,
                                                               self.backbone.stride, pos.valid_mask)
         if self.token_queries is not None:
             pos = outputs['pos']
             losses['loss_proposal'] = self.token_queries.proposal_weight * proposal_loss(
-                outputs['reference'][:, -self.num_queries:], outputs['query_index'], pos.cameras, boxes,
+                outputs['reference'][:, -self.num_queries:], outputs['query_index'], pos.camera.cameras, boxes,
                 pos.grid_size, self.backbone.stride, self.pc_range)
         return losses
 

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
+from vispe.models.detr.criterion import matched_targets
 from vispe.models.petr.criterion import PETRCriterion
 
 
@@ -81,13 +82,8 @@ class BoxSetCriterion(nn.Module):
     def set_losses(self, logits: torch.Tensor, boxes: torch.Tensor, targets: list[dict[str, torch.Tensor]],
                    num_boxes: float) -> dict[str, torch.Tensor]:
         matches = self.match(logits, boxes, targets)
-        scene_index = torch.cat([torch.full_like(query, i) for i, (query, _) in enumerate(matches)])
-        query_index = torch.cat([query for query, _ in matches])
-        classes = torch.full(logits.shape[:2], self.num_classes, dtype=torch.int64, device=logits.device)
-        classes[scene_index, query_index] = torch.cat(
-            [t['gt_labels'][target] for t, (_, target) in zip(targets, matches)]).to(logits.device)
-        matched = boxes[scene_index, query_index].float()
-        gt_boxes = torch.cat([t['gt_boxes'][target] for t, (_, target) in zip(targets, matches)]).float()
+        classes, matched, gt_boxes = matched_targets(matches, targets, logits, boxes, self.num_classes, 'gt_labels',
+                                                     'gt_boxes')
         losses = dict(
             loss_ce=F.cross_entropy(logits.float().transpose(1, 2), classes, self.empty_weight),
             loss_center=F.l1_loss(matched[:, :3], gt_boxes[:, :3], reduction='sum') / num_boxes,

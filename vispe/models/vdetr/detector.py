@@ -8,7 +8,8 @@ import torch
 from mmengine.model import BaseModel
 from torch import nn
 
-from vispe.geometry import Positions
+from vispe.geometry import Positions, SceneGeometry
+from vispe.models.box3d_targets import box3d_targets
 from vispe.models.inputs import value_checks_enabled
 from vispe.models.vdetr.criterion import BoxSetCriterion
 from vispe.models.vdetr.postprocess import detections
@@ -101,29 +102,14 @@ class VDETR(BaseModel):
         tgt = torch.gather(memory, 1, top[..., None].expand(-1, -1, memory.shape[-1]))
         scene_xyz = points[..., :3].detach()
         bounds = torch.stack([scene_xyz.amin(1), scene_xyz.amax(1)], dim=1)
-        pos_k = Positions(coords=xyz, bounds=bounds, device=xyz.device)
+        pos_k = Positions(coords=xyz, scene=SceneGeometry(bounds=bounds), device=xyz.device)
         outputs = self.decoder(tgt, memory, pos_k, proposals)
         return dict(outputs, xyz=xyz, **stage)
 
     def targets(self, data_samples: list[Mapping[str, Any]], device: torch.device) -> list[dict[str, torch.Tensor]]:
         """Each scene's ``gt_boxes`` (G, 7) and ``gt_labels`` (G,) on ``device``, checked."""
-        targets = []
-        for index, sample in enumerate(data_samples):
-            if not isinstance(sample, Mapping) or 'gt_boxes' not in sample or 'gt_labels' not in sample:
-                raise ValueError(f'data_samples[{index}] needs gt_boxes (G, 7) and gt_labels (G,) (what PointScenes '
-                                 f'gives).')
-            boxes = torch.as_tensor(sample['gt_boxes'], device=device).float().reshape(-1, 7)
-            labels = torch.as_tensor(sample['gt_labels'], device=device).long().reshape(-1)
-            if len(boxes) != len(labels):
-                raise ValueError(f'data_samples[{index}]: {len(boxes)} boxes but {len(labels)} labels.')
-            if not torch.isfinite(boxes).all() or (boxes[:, 3:6] <= 0).any():
-                raise ValueError(f'data_samples[{index}] has a box that is not finite or not of positive size; '
-                                 f'drop it from the scene ({sample.get("scene_id", "scene")}).')
-            if ((labels < 0) | (labels >= self.num_classes)).any():
-                raise ValueError(f'data_samples[{index}] has labels outside 0..{self.num_classes - 1}: '
-                                 f'{sorted(set(labels.tolist()))}; set num_classes to the dataset\'s classes.')
-            targets.append(dict(gt_boxes=boxes, gt_labels=labels))
-        return targets
+        boxes, labels = box3d_targets(data_samples, device, self.num_classes, 'PointScenes')
+        return [dict(gt_boxes=scene_boxes, gt_labels=scene_labels) for scene_boxes, scene_labels in zip(boxes, labels)]
 
     def forward(self, inputs: torch.Tensor | Mapping[str, torch.Tensor],
                 data_samples: list[Mapping[str, Any]] | None = None, mode: str = 'tensor') -> Any:

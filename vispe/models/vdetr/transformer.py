@@ -13,11 +13,14 @@ import torch
 from torch import nn
 
 from vispe.attention import Attention
-from vispe.encodings import PositionEncoding, build_encoding
-from vispe.geometry import Positions
+from vispe.encodings import (PositionEncoding, build_encoding, check_encoding_fits, register_host,
+                             require_position_embedding)
+from vispe.geometry import Positions, SceneGeometry
 from vispe.models.detr.transformer import feed_forward
 
 RELATIVE_HOOKS = frozenset({'rotate', 'logits_bias'})
+HOST = register_host('V-DETR decoder', provides=('points', 'bounds', 'boxes'),
+                     where='vispe.models.vdetr.BoxRefinementDecoder (VDETR configs: decoder.encoding)')
 
 
 class PointEncoderLayer(nn.Module):
@@ -68,10 +71,10 @@ class BoxRefinementDecoder(nn.Module):
 
     Boxes are relative to the queries' proposals (V-DETR): centre = proposal centre + Δc·proposal size, size =
     proposal size·exp(Δs), axis-aligned (yaw 0). The query position embedding is recomputed every layer from the
-    current boxes: an MLP of the encoding's table of the box centres when the encoding is absolute (3DETR's query
+    current boxes: an MLP of the encoding's position embedding of the box centres when the encoding is absolute (3DETR's query
     projection of its Fourier features), else an MLP of (centre, size) normalised by the scene's extent (V-DETR's
-    learned box embedding). Absolute encodings also give the point keys their table (``key_embed``, every layer);
-    relative ones (VertexRPE) act in the cross-attention through ``pos_q.boxes`` and ``pos_k.coords``; ``NoPE``
+    learned box embedding). Absolute encodings also give the point keys their ``position_embedding`` (every layer);
+    relative ones (VertexRPE) act in the cross-attention through ``pos_q.scene.boxes`` and ``pos_k.coords``; ``NoPE``
     gives the points no position at all.
 
     Args:
@@ -92,12 +95,16 @@ class BoxRefinementDecoder(nn.Module):
                                     for _ in range(depth))
         self.encoding = build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads,
                                        head_dim=embed_dim // num_heads, depth=depth, num_prefix_tokens=0)
+        check_encoding_fits(self.encoding, HOST)
         hooks = self.encoding.active_hooks
         unused = hooks - RELATIVE_HOOKS - {'embed'}
         if unused:
             raise ValueError(f'The point decoder applies embed, rotate and logits_bias hooks; '
                              f'{type(self.encoding).__name__} also uses {sorted(unused)}.')
         self.absolute = 'embed' in hooks
+        if self.absolute:
+            require_position_embedding(self.encoding, HOST, 'adds it to the point keys and embeds the queries\' box '
+                                                            'centres with it')
         self.query_pos = mlp(embed_dim if self.absolute else 6, embed_dim, embed_dim)
         self.norm = nn.LayerNorm(embed_dim)
         self.class_head = mlp(embed_dim, embed_dim, num_classes + 1)
@@ -106,9 +113,9 @@ class BoxRefinementDecoder(nn.Module):
 
     def query_positions(self, boxes: torch.Tensor, bounds: torch.Tensor) -> tuple[Positions, torch.Tensor]:
         """The queries' positions (their current boxes) and their position embedding (B, Q, d)."""
-        pos_q = Positions(coords=boxes[..., :3], boxes=boxes, bounds=bounds, device=boxes.device)
+        pos_q = Positions(coords=boxes[..., :3], scene=SceneGeometry(bounds=bounds, boxes=boxes), device=boxes.device)
         if self.absolute:
-            return pos_q, self.query_pos(self.encoding.table(pos_q).to(boxes.dtype))
+            return pos_q, self.query_pos(self.encoding.position_embedding(pos_q).to(boxes.dtype))
         low, high = bounds[:, :1].to(boxes.dtype), bounds[:, 1:].to(boxes.dtype)
         extent = high - low
         box_code = torch.cat([(boxes[..., :3] - low) / extent, boxes[..., 3:6] / extent], dim=-1)
@@ -123,13 +130,14 @@ class BoxRefinementDecoder(nn.Module):
 
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, pos_k: Positions,
                 proposals: torch.Tensor) -> dict[str, torch.Tensor]:
+        pos_k.require('points', 'bounds', user='The V-DETR decoder (its point tokens)')
         hooks = self.encoding.active_hooks
-        key_embed = self.encoding.embed(torch.zeros_like(memory), pos_k) if self.absolute else None
+        key_embed = self.encoding.position_embedding(pos_k).to(memory.dtype) if self.absolute else None
         attention_encoding = self.encoding if hooks & RELATIVE_HOOKS else None
         proposals = proposals.detach()
         boxes, all_logits, all_boxes = proposals, [], []
         for index, layer in enumerate(self.layers):
-            pos_q, query_pos = self.query_positions(boxes, pos_k.bounds)
+            pos_q, query_pos = self.query_positions(boxes, pos_k.scene.bounds)
             tgt = layer(tgt, memory, query_pos, key_embed, pos_q, pos_k, attention_encoding, index)
             hidden = self.norm(tgt)
             predicted = self.decode_boxes(self.box_head(hidden), proposals)

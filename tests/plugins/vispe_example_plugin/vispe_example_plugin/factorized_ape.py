@@ -4,23 +4,24 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vispe.encodings import PositionEncoding
+from vispe.encodings import AbsoluteEncoding
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
 
 
 @ENCODINGS.register_module()
-class FactorizedAPE(PositionEncoding):
+class FactorizedAPE(AbsoluteEncoding):
     """A learned row table plus a learned column table, added to the patch tokens.
 
-    Grids larger than the tables reuse the last row/column (clamped indices).
+    Grids larger than the tables reuse the last row/column (clamped indices). As an absolute encoding it writes
+    ``position_embedding`` (the table of the positioned tokens); ``embed`` adds it (vispe's AbsoluteEncoding), and
+    decoders read it without tokens.
 
     Args:
         embed_dim: token width C (filled in by the model).
         max_grid: (rows, cols) of the tables.
     """
 
-    family = 'absolute'
     paper = 'example plugin'
 
     def __init__(self, embed_dim: int, max_grid: tuple[int, int] = (32, 32)) -> None:
@@ -28,10 +29,10 @@ class FactorizedAPE(PositionEncoding):
         self.rows = nn.Parameter(torch.randn(max_grid[0], embed_dim) * 0.02)
         self.cols = nn.Parameter(torch.randn(max_grid[1], embed_dim) * 0.02)
 
-    def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+    def position_embedding(self, pos: Positions) -> torch.Tensor:
+        """(1, h·w, C): row table + column table at each patch."""
         coords = pos.patch_coords().long()
-        rows = coords[:, 0].clamp(max=self.rows.shape[0] - 1)
-        cols = coords[:, 1].clamp(max=self.cols.shape[0] - 1)
+        rows = coords[..., 0].clamp(max=self.rows.shape[0] - 1)
+        cols = coords[..., 1].clamp(max=self.cols.shape[0] - 1)
         table = self.rows[rows] + self.cols[cols]
-        prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
-        return torch.cat([prefix, patches + table], dim=1)
+        return table if table.ndim == 3 else table[None]
