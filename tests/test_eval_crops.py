@@ -40,8 +40,8 @@ def work_dirs(tmp_path_factory) -> list[Path]:
 
 
 def test_sweep_writes_every_split_and_groups_seeds(work_dirs, tmp_path, monkeypatch, capsys) -> None:
-    assert crop_sweep.is_crop_config(Config.fromfile(str(KPE_CONFIG)))
-    assert not crop_sweep.is_crop_config(Config.fromfile(str(VIT_CONFIG)))
+    assert crop_sweep.CROPS.is_config(Config.fromfile(str(KPE_CONFIG)))
+    assert not crop_sweep.CROPS.is_config(Config.fromfile(str(VIT_CONFIG)))
     out = tmp_path / 'sweep'
     assert run_tool([*map(str, work_dirs), '--focal-splits', 'test', 'test-tele', '--crop-offsets', 'center',
                      'corner', '--group-seeds', '--out', str(out)], monkeypatch) == 0

@@ -55,7 +55,7 @@ def make_work_dir(parent: Path, name: str, cfg: Config, seed: int) -> Path:
 
 def test_axes_reach_the_dataset(rooms) -> None:
     cfg = tiny_config(rooms)
-    assert point_sweep.is_point_config(cfg) and not point_sweep.is_point_config(Config.fromfile(str(VIT_CONFIG)))
+    assert point_sweep.POINTS.is_config(cfg) and not point_sweep.POINTS.is_config(Config.fromfile(str(VIT_CONFIG)))
     points = point_sweep.point_sweep_points([0.5, 2], [1, 1.5])
     assert [(p.scene_scale, p.point_density) for p in points] == [(1, 0.5), (1, 2), (1.5, 0.5), (1.5, 2)]
     base = DATASETS.build(point_sweep.point_dataset_cfg(cfg, point_sweep.PointSweepPoint(1.0, 1.0)))[0]

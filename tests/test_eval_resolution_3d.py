@@ -22,6 +22,7 @@ from tests.datasets.mv_scenes_fixture import TINY_CONFIG  # noqa: E402
 from vispe.datasets.mv_scenes import convert  # noqa: E402
 from vispe.engine.arguments import InvalidArgument  # noqa: E402
 from vispe.evaluation import multiview_sweep as sweep  # noqa: E402
+from vispe.evaluation.sweep import group_summary, seed_groups  # noqa: E402
 from vispe.registry import DATASETS, METRICS, MODELS  # noqa: E402
 
 PETR_CONFIG = REPO_ROOT / 'configs' / 'petr' / 'petr-r18_petr-lid_mv-scenes.py'
@@ -189,17 +190,17 @@ def test_seed_groups_refuse_repeated_seeds_and_different_configs(petr_runs) -> N
     other = Config.fromfile(str(petr_runs[0] / 'petr-tiny.py'))
     other.model.decoder.depth = 2
     configs = {'a_s0': cfg, 'a_s1': cfg, 'a-s1': cfg, 'b_seed3': cfg, 'c': cfg, 'a_s2': other}
-    groups = sweep.seed_groups(['a_s0', 'b_seed3', 'a_s1', 'c'], configs)
+    groups = seed_groups(['a_s0', 'b_seed3', 'a_s1', 'c'], configs)
     assert [(g.label, g.members, g.seeds) for g in groups] == [('a', ('a_s0', 'a_s1'), (0, 1)),
                                                                ('b', ('b_seed3',), (3,)), ('c', ('c',), (None,))]
     with pytest.raises(InvalidArgument, match=r"--group-seeds a_s1 a-s1: these runs of 'a' repeat a seed"):
-        sweep.seed_groups(['a_s1', 'a-s1'], configs)
+        seed_groups(['a_s1', 'a-s1'], configs)
     with pytest.raises(InvalidArgument, match=r"a_s0 a_s2: they group as seeds of 'a' but their configs differ at "
                                               r'model\.decoder\.depth; group only seeds of one config'):
-        sweep.seed_groups(['a_s0', 'a_s2'], configs)
+        seed_groups(['a_s0', 'a_s2'], configs)
     point = sweep.SweepPoint('train', 'test-rig1', 1.0, (45, 80))
     results = {'a_s0': {point: {'m': 0.2, 'n': math.nan}}, 'a_s1': {point: {'m': 0.5, 'n': 1.0}}}
-    summary = sweep.group_summary(groups[0], results)[point]
+    summary = group_summary(groups[0], results)[point]
     assert summary['m'] == pytest.approx((0.35, 0.3)) and all(math.isnan(v) for v in summary['n'])
 
 

@@ -65,12 +65,14 @@ shows AbsRel:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import logging
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import torch
 from mmengine.config import Config
@@ -82,12 +84,10 @@ import vispe
 from vispe.engine import load_config, named_unknown_types
 from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, reported_by,
                                     run_main, writable_output)
-from vispe.evaluation import multiview_sweep as sweep
-from vispe.evaluation import crop_sweep, point_sweep
+from vispe.evaluation import crop_sweep, multiview_sweep, point_sweep, sweep
 from vispe.evaluation.encoding_options import check_encoding_options, parse_encoding_options, set_encoding_options
 from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
 from vispe.evaluation.tuning import Knob, applied, check_held_out, coordinate_search, tunable_knobs
-from vispe.evaluation.sweep_report import sweep_table, write_sweep_outputs
 from vispe.datasets.crop_depth import CROP_SPLITS, OFFSET_BINS
 from vispe.registry import DATASETS, METRICS, MODELS
 
@@ -125,7 +125,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--intrinsics-scale', type=positive_float, nargs='+', default=None, metavar='SCALE',
                         help='multi-view 3D runs: zoom every camera by SCALE about its principal point (images and '
                              'intrinsics together; > 1 zooms in). Default: 1')
-    parser.add_argument('--rigs', type=sweep.rig_name, nargs='+', default=None, metavar='RIG',
+    parser.add_argument('--rigs', type=multiview_sweep.rig_name, nargs='+', default=None, metavar='RIG',
                         help='multi-view 3D runs: train (the training rig on held-out scenes, split test-rig1) and/or '
                              'other (the second rig, split val). Default: the config\'s test split')
     parser.add_argument('--point-density', type=positive_float, nargs='+', default=None, metavar='D',
@@ -317,13 +317,13 @@ def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: lis
     return 0
 
 
-def sweep_dataset(cfg: Config, point: sweep.SweepPoint, label: str) -> Any:
+def sweep_dataset(cfg: Config, point: multiview_sweep.SweepPoint, label: str) -> Any:
     """The test set at ``point``; a rig whose split the data root lacks names --rigs."""
     try:
         with named_unknown_types():
-            return DATASETS.build(sweep.sweep_dataset_cfg(cfg, point))
+            return DATASETS.build(multiview_sweep.sweep_dataset_cfg(cfg, point))
     except ValueError as error:
-        if point.rig == sweep.CONFIG_RIG or f'split {point.split!r}' not in str(error):
+        if point.rig == multiview_sweep.CONFIG_RIG or f'split {point.split!r}' not in str(error):
             raise
         raise InvalidArgument('--rigs', point.rig, f'{label}: {error}', 'the rigs are splits of mv-scenes (train: '
                               'test-rig1, other: val); evaluate an mv-scenes config, or leave out --rigs to use the '
@@ -355,11 +355,11 @@ def evaluate_multiview(args: argparse.Namespace, runs: list[Run], run_configs: l
     configs = dict(zip(labels, run_configs))
     evaluators = {}
     for run in runs:
-        sweep.check_multiview_dataset(configs[run.label], run.label)
-        evaluators[run.label] = sweep.nuscenes_evaluator(configs[run.label], run.config, 'run')
+        multiview_sweep.MULTIVIEW.check_config(configs[run.label], run.label)
+        evaluators[run.label] = multiview_sweep.nuscenes_evaluator(configs[run.label], run.config, 'run')
     groups = sweep.seed_groups(labels, configs) if args.group_seeds else None
     scales = args.intrinsics_scale or [1.0]
-    points = {label: sweep.sweep_points(configs[label], args.sizes, scales, args.rigs) for label in labels}
+    points = {label: multiview_sweep.sweep_points(configs[label], args.sizes, scales, args.rigs) for label in labels}
     options = parse_encoding_options(args.encoding_options, args.sizes)
     models = {}
     for run in runs:
@@ -374,34 +374,34 @@ def evaluate_multiview(args: argparse.Namespace, runs: list[Run], run_configs: l
         models[run.label] = model
     check_encoding_options(list(models.items()), options)
     quiet_logger()
-    lengths: dict[tuple[str, str], int] = {}  # each split built once before any evaluation: a missing one fails now
-    for label in labels:
-        for point in points[label]:
-            if (label, point.split) not in lengths:
-                lengths[(label, point.split)] = len(sweep_dataset(configs[label], point, label))
-    total = sum(lengths[(label, point.split)] for label in labels for point in points[label])
-    with tqdm(total=total, unit='sample', desc='eval 3D', file=sys.stderr) as progress:
-        for run in runs:
-            cfg, model, metrics = configs[run.label], models[run.label], {}
-            batch_size = args.batch_size or cfg.test_dataloader.get('batch_size', 1)
-            for point in points[run.label]:
-                progress.set_postfix_str(f'{run.label} {point.rig} x{point.intrinsics_scale:g} '
-                                         f'{point.image_size[0]}x{point.image_size[1]}')
-                if point.split not in metrics:
-                    metrics[point.split] = METRICS.build(sweep.sweep_evaluator_cfg(evaluators[run.label], point.split))
-                previous = set_encoding_options(model, options[point.height])
-                try:
-                    run.results[point] = evaluate(model, cfg, sweep_dataset(cfg, point, run.label), batch_size,
-                                                  progress, metrics[point.split])
-                finally:
-                    for (owner, name), value in previous.items():
-                        setattr(owner, name, value)
+    metrics: dict[tuple[str, str], Any] = {}  # one metric per run and split: its ground truth is read once
+
+    def metric(label: str, point: multiview_sweep.SweepPoint) -> Any:
+        if (label, point.split) not in metrics:
+            metrics[(label, point.split)] = METRICS.build(multiview_sweep.sweep_evaluator_cfg(evaluators[label],
+                                                                                              point.split))
+        return metrics[(label, point.split)]
+
+    @contextlib.contextmanager
+    def with_options(model: torch.nn.Module, point: multiview_sweep.SweepPoint) -> Iterator[None]:
+        previous = set_encoding_options(model, options[point.height])
+        try:
+            yield
+        finally:
+            for (owner, name), value in previous.items():
+                setattr(owner, name, value)
+
+    sweep.evaluate_runs(multiview_sweep.MULTIVIEW, runs, configs, points, sweep_dataset, args.batch_size, evaluate,
+                        lambda point: f'{point.rig} x{point.intrinsics_scale:g} '
+                                      f'{point.image_size[0]}x{point.image_size[1]}',
+                        metric=metric, models=models, around=with_options)
     results = {run.label: run.results for run in runs}
     summaries = {group.label: sweep.group_summary(group, results) for group in groups} if groups else None
-    print(sweep_table(results, groups, summaries))
-    axes = dict(heights=args.sizes, intrinsics_scale=scales,
-                rigs={rig: sweep.RIG_SPLITS[rig] for rig in args.rigs} if args.rigs else 'the config test split')
-    written = write_sweep_outputs(args.out, command_line(), runs, configs, axes, options, groups, summaries)
+    print(multiview_sweep.sweep_table(results, groups, summaries))
+    axes = dict(heights=args.sizes, intrinsics_scale=scales, rigs={rig: multiview_sweep.RIG_SPLITS[rig] for rig in
+                                                                   args.rigs} if args.rigs else 'the config test split')
+    written = multiview_sweep.write_sweep_outputs(args.out, command_line(), runs, configs, axes, options, groups,
+                                                  summaries)
     print(f'wrote {", ".join(map(str, written))}')
     return 0
 
@@ -419,40 +419,44 @@ def refuse_other_axes(args: argparse.Namespace, axes: tuple[str, str], runs: str
                                   f'leave out {option}')
 
 
-def evaluate_points(args: argparse.Namespace, runs: list[Run], run_configs: list[Config]) -> int:
-    """V-DETR runs: IndoorAP at every (scene scale, point density) of the sweep."""
-    refuse_other_axes(args, ('--point-density', '--scene-scale'), 'point-cloud runs')
+def evaluate_kind(args: argparse.Namespace, runs: list[Run], run_configs: list[Config], kind: sweep.SweepKind,
+                  evaluate_runs: Callable[[list[Run], dict[str, Config]], None], table: Callable[..., str],
+                  write: Callable[..., list[Path]]) -> int:
+    """A 3D sweep of ``kind``'s two axes: every other option refused, ``evaluate_runs(runs, configs)`` fills the runs'
+    results, then the table (per run, or per seed group with --group-seeds) and ``write``'s files."""
+    refuse_other_axes(args, kind.flags, kind.runs)
     labels = [run.label for run in runs]
     check_distinct('runs', labels)
     configs = dict(zip(labels, run_configs))
     groups = sweep.seed_groups(labels, configs) if args.group_seeds else None
     quiet_logger()
-    point_sweep.evaluate_point_runs(runs, configs, args.point_density or [1.0], args.scene_scale or [1.0],
-                                    args.batch_size, evaluate)
+    evaluate_runs(runs, configs)
     results = {run.label: run.results for run in runs}
     summaries = {group.label: sweep.group_summary(group, results) for group in groups} if groups else None
-    print(point_sweep.point_table(results, groups, summaries))
-    written = point_sweep.write_point_outputs(args.out, command_line(), runs, configs, groups, summaries)
+    print(table(results, groups=groups, summaries=summaries))
+    written = write(args.out, command_line(), runs, configs, groups=groups, summaries=summaries)
     print(f'wrote {", ".join(map(str, written))}')
     return 0
+
+
+def evaluate_points(args: argparse.Namespace, runs: list[Run], run_configs: list[Config]) -> int:
+    """V-DETR runs: IndoorAP at every (scene scale, point density) of the sweep."""
+    def evaluate_runs(runs: list[Run], configs: dict[str, Config]) -> None:
+        point_sweep.evaluate_point_runs(runs, configs, args.point_density or [1.0], args.scene_scale or [1.0],
+                                        args.batch_size, evaluate)
+    return evaluate_kind(args, runs, run_configs, point_sweep.POINTS, evaluate_runs, point_sweep.point_table,
+                         point_sweep.write_point_outputs)
 
 
 def evaluate_crops(args: argparse.Namespace, runs: list[Run], run_configs: list[Config]) -> int:
     """Crop-depth runs: CropDepthMetric on every chosen split, AbsRel by crop offset."""
-    refuse_other_axes(args, ('--focal-splits', '--crop-offsets'), 'crop-depth runs')
-    labels = [run.label for run in runs]
-    check_distinct('runs', labels)
-    configs = dict(zip(labels, run_configs))
-    groups = sweep.seed_groups(labels, configs) if args.group_seeds else None
     offsets = args.crop_offsets or list(OFFSET_BINS)
-    quiet_logger()
-    crop_sweep.evaluate_crop_runs(runs, configs, args.focal_splits, args.batch_size, evaluate)
-    results = {run.label: run.results for run in runs}
-    summaries = {group.label: sweep.group_summary(group, results) for group in groups} if groups else None
-    print(crop_sweep.crop_table(results, offsets, groups, summaries))
-    written = crop_sweep.write_crop_outputs(args.out, command_line(), runs, configs, offsets, groups, summaries)
-    print(f'wrote {", ".join(map(str, written))}')
-    return 0
+
+    def evaluate_runs(runs: list[Run], configs: dict[str, Config]) -> None:
+        crop_sweep.evaluate_crop_runs(runs, configs, args.focal_splits, args.batch_size, evaluate)
+    return evaluate_kind(args, runs, run_configs, crop_sweep.CROPS, evaluate_runs,
+                         functools.partial(crop_sweep.crop_table, offsets=offsets),
+                         functools.partial(crop_sweep.write_crop_outputs, offsets=offsets))
 
 
 def one_kind(runs: list[Run], configs: list[Config], is_kind: Any, kind: str) -> bool:
@@ -468,9 +472,9 @@ def main() -> int:
     args = parse_args()
     runs = [resolve_run(spec, args.checkpoint_name) for spec in args.runs]
     configs = [load_config(run.config) for run in runs]
-    if one_kind(runs, configs, point_sweep.is_point_config, 'point-cloud detectors'):
+    if one_kind(runs, configs, point_sweep.POINTS.is_config, 'point-cloud detectors'):
         return evaluate_points(args, runs, configs)
-    if one_kind(runs, configs, crop_sweep.is_crop_config, 'crop-depth models'):
+    if one_kind(runs, configs, crop_sweep.CROPS.is_config, 'crop-depth models'):
         return evaluate_crops(args, runs, configs)
     given = [name for name, value in (('--crop-offsets', args.crop_offsets), ('--focal-splits', args.focal_splits))
              if value]
@@ -485,7 +489,7 @@ def main() -> int:
     if args.sizes is None:
         raise InvalidArgument('--sizes', '(none)', 'image runs are evaluated at given input sizes',
                               'give them, e.g. --sizes 28 42 56')
-    if one_kind(runs, configs, sweep.is_multiview_config, 'multi-view 3D detectors'):
+    if one_kind(runs, configs, multiview_sweep.MULTIVIEW.is_config, 'multi-view 3D detectors'):
         return evaluate_multiview(args, runs, configs)
     given = [name for name, value in (('--intrinsics-scale', args.intrinsics_scale), ('--rigs', args.rigs)) if value]
     if given:

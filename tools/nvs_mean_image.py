@@ -21,7 +21,7 @@ import vispe  # noqa: F401  (registers the datasets and metrics)
 from vispe.datasets.nvs_scenes import NVSScenes
 from vispe.engine import load_config
 from vispe.engine.arguments import existing_file, reported_by, run_main, writable_output
-from vispe.evaluation.sweep_report import write_atomically, write_json
+from vispe.evaluation.sweep import write_atomically, write_json
 from vispe.registry import METRICS
 
 

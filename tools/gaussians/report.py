@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from vispe.engine.arguments import existing_file, reported_by, run_main, writable_output
-from vispe.evaluation.sweep_report import json_safe, write_atomically
+from vispe.evaluation.sweep import json_safe, write_atomically
 from vispe.gaussians import read_gaussians_ply
 from vispe.gaussians.report import bitstream_report
 

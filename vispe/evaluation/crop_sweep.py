@@ -10,26 +10,25 @@ metric of :class:`~vispe.evaluation.CropDepthMetric` (AbsRel, log RMSE, δ < 1.2
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from mmengine.config import Config
-from tqdm import tqdm
 
-from vispe.checkpoint import load_checkpoint
 from vispe.datasets.crop_depth import CROP_SPLITS, OFFSET_BINS, CropDepth
-from vispe.engine import named_unknown_types
 from vispe.evaluation.crop_depth_metric import CropDepthMetric
-from vispe.evaluation.multiview_sweep import SPREAD, SeedGroup, _registered
-from vispe.evaluation.sweep_report import (format_cell, group_csv_rows, run_csv_rows, run_record, seed_group_records,
-                                           write_atomically, write_csv, write_json)
+from vispe.evaluation.sweep import (SeedGroup, SweepKind, evaluate_runs, format_cell, pyplot,
+                                    save_figure, table_entries, write_outputs)
 from vispe.models.crop_depth import CropDepthViT
-from vispe.registry import DATASETS, METRICS, MODELS
+from vispe.registry import DATASETS
+from vispe.text_table import aligned_table
 
-__all__ = ['CropSweepPoint', 'check_crop_config', 'crop_table', 'evaluate_crop_runs', 'is_crop_config',
-           'write_crop_outputs']
+__all__ = ['CROPS', 'CropSweepPoint', 'crop_table', 'evaluate_crop_runs', 'write_crop_outputs']
+
+CROPS = SweepKind(runs='crop-depth runs', model=CropDepthViT, dataset=CropDepth, metric=CropDepthMetric,
+                  flags=('--focal-splits', '--crop-offsets'), configs='configs/crops/', unit='crop', columns=('split',),
+                  dataset_axes=('split',))
 
 Results = Mapping[str, Mapping['CropSweepPoint', Mapping[str, float]]]
 Summaries = Mapping[str, Mapping['CropSweepPoint', Mapping[str, tuple[float, float]]]]
@@ -45,51 +44,15 @@ class CropSweepPoint:
         return dict(split=self.split)
 
 
-def is_crop_config(cfg: Config) -> bool:
-    """Whether the config's model is a :class:`~vispe.models.CropDepthViT` (or a subclass)."""
-    model = cfg.get('model')
-    kind = _registered(MODELS, model.get('type')) if isinstance(model, Mapping) else None
-    return kind is not None and issubclass(kind, CropDepthViT)
-
-
-def check_crop_config(cfg: Config, label: str) -> None:
-    """The test set must be :class:`CropDepth` (its split is the axis) and the test metric :class:`CropDepthMetric`."""
-    kind = _registered(DATASETS, cfg.test_dataloader.dataset.get('type'))
-    if kind is None or not issubclass(kind, CropDepth):
-        raise ValueError(f'{label}: the test dataset is {cfg.test_dataloader.dataset.get("type")!r}; the crop axes '
-                         f'(--focal-splits, --crop-offsets) need a CropDepth test set. Evaluate a config of '
-                         f'configs/crops/.')
-    evaluator = cfg.get('test_evaluator')
-    metric = _registered(METRICS, evaluator.get('type')) if isinstance(evaluator, Mapping) else None
-    if metric is None or not issubclass(metric, CropDepthMetric):
-        raise ValueError(f"{label}: the test evaluator is {evaluator!r}, not CropDepthMetric; set "
-                         f"test_evaluator=dict(type='CropDepthMetric') in the config.")
-
-
 def evaluate_crop_runs(runs: Sequence[Any], configs: Mapping[str, Config], splits: Sequence[str] | None,
                        batch_size: int | None, evaluate: Callable[..., dict[str, float]]) -> None:
     """Fill each run's ``results`` {CropSweepPoint: metrics} with its config's CropDepthMetric on every split
-    (default: the config's test split), evaluation crops only. Every test set is built (its folder checked) before
-    any model runs; ``evaluate(model, cfg, dataset, batch_size, progress, metric)`` is the tool's loop."""
-    for run in runs:
-        check_crop_config(configs[run.label], run.label)
-    datasets: dict[str, list[tuple[CropSweepPoint, Any]]] = {}
-    for run in runs:
-        cfg = configs[run.label]
-        chosen = splits or [cfg.test_dataloader.dataset.get('split', 'test')]
-        datasets[run.label] = [(CropSweepPoint(split), DATASETS.build(
-            dict(cfg.test_dataloader.dataset, split=split, random_crops=False))) for split in chosen]
-    total = sum(len(dataset) for per_run in datasets.values() for _, dataset in per_run)
-    with tqdm(total=total, unit='crop', desc='eval crops', file=sys.stderr) as progress:
-        for run in runs:
-            cfg = configs[run.label]
-            with named_unknown_types():
-                model = MODELS.build(cfg.model).eval()
-            load_checkpoint(model, run.checkpoint)
-            size = batch_size or cfg.test_dataloader.get('batch_size', 1)
-            for point, dataset in datasets[run.label]:
-                progress.set_postfix_str(f'{run.label} {point.split}')
-                run.results[point] = evaluate(model, cfg, dataset, size, progress, METRICS.build(cfg.test_evaluator))
+    (default: the config's test split), evaluation crops only (:func:`~vispe.evaluation.sweep.evaluate_runs`)."""
+    points = {run.label: [CropSweepPoint(split) for split in
+                          splits or [configs[run.label].test_dataloader.dataset.get('split', 'test')]] for run in runs}
+    evaluate_runs(CROPS, runs, configs, points, lambda cfg, point, label: DATASETS.build(
+        dict(cfg.test_dataloader.dataset, split=point.split, random_crops=False)), batch_size, evaluate,
+        lambda point: point.split)
 
 
 def table_metrics(offsets: Sequence[str]) -> list[str]:
@@ -100,29 +63,19 @@ def table_metrics(offsets: Sequence[str]) -> list[str]:
 def crop_table(results: Results, offsets: Sequence[str] = OFFSET_BINS, groups: Sequence[SeedGroup] | None = None,
                summaries: Summaries | None = None) -> str:
     """AbsRel per run (or seed group: mean±spread) and split, one column for all crops and one per offset bin."""
-    if groups is not None and summaries is not None:
-        entries = [(group.label, summaries[group.label]) for group in groups]
-        title = f'model (mean±spread, spread = {SPREAD})'
-    else:
-        entries = list(results.items())
-        title = 'model'
+    entries, title = table_entries(results, groups, summaries)
     names = table_metrics(offsets)
     lines = [[title, 'split', *[name.split('/')[-1] for name in names]]]
     for label, per_point in entries:
         for point, metrics in per_point.items():
             lines.append([label, point.split, *[format_cell(metrics.get(name, math.nan)) for name in names]])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    text = ['  '.join(cell.rjust(width) if i > 1 else cell.ljust(width) for i, (cell, width) in
-                      enumerate(zip(line, widths))).rstrip() for line in lines]
-    return '\n'.join([text[0], '  '.join('-' * width for width in widths), *text[1:]])
+    return aligned_table(lines, left_columns=2)
 
 
 def plot_crops(path: Path, results: Results, offsets: Sequence[str], groups: Sequence[SeedGroup] | None) -> Path:
     """AbsRel by crop offset, one panel per split, one line per run (or seed group: mean with its min–max band).
     Written atomically."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     splits = list(dict.fromkeys(point.split for per_run in results.values() for point in per_run))
     figure, axes = plt.subplots(1, len(splits), figsize=(4.2 * len(splits), 3.4), dpi=110, squeeze=False,
                                 sharey=True)
@@ -145,33 +98,17 @@ def plot_crops(path: Path, results: Results, offsets: Sequence[str], groups: Seq
     axes[0, -1].legend(fontsize=6)
     figure.suptitle('depth from crops: error by where the crop lies, per field-of-view split', fontsize=10)
     figure.tight_layout()
-    try:
-        return write_atomically(Path(path), lambda temporary: figure.savefig(temporary, format='png'))
-    finally:
-        plt.close(figure)
+    return save_figure(figure, path)
 
 
 def write_crop_outputs(out: Path, command: str, runs: Sequence[Any], configs: Mapping[str, Config],
                        offsets: Sequence[str], groups: Sequence[SeedGroup] | None,
                        summaries: Summaries | None) -> list[Path]:
-    """``<out>.csv`` (every metric per run and split), ``<out>.seeds.csv`` (mean and spread per seed group),
-    ``<out>.json`` (command, axes, runs with config, checkpoint hash and results, seed groups) and ``<out>.png``,
-    each written atomically."""
-    out = Path(out)
+    """The sweep's CSV, seed-group CSV, JSON and PNG (:func:`~vispe.evaluation.sweep.write_outputs`)."""
     results = {run.label: run.results for run in runs}
-    written = [write_atomically(out.with_suffix('.csv'),
-                                lambda path: write_csv(path, run_csv_rows(results, ['split'])))]
-    if groups:
-        written.append(write_atomically(out.with_suffix('.seeds.csv'), lambda path: write_csv(
-            path, group_csv_rows(groups, summaries, ['split']))))
-    report: dict[str, Any] = dict(
-        command=command, metrics=table_metrics(offsets),
-        axes=dict(split={split: 'fields of view as in training' if split in ('train', 'val', 'test') else
-                         'fields of view never seen in training' for split in CROP_SPLITS},
-                  crop_offsets='the 3x3 grid crops: centre, edge (4), corner (4)'),
-        runs=[run_record(run, configs[run.label], ('split',)) for run in runs])
-    if groups:
-        report['seed_groups'] = seed_group_records(groups, summaries)
-    written.append(write_atomically(out.with_suffix('.json'), lambda path: write_json(path, report)))
-    written.append(plot_crops(out.with_suffix('.png'), results, offsets, groups))
-    return written
+    report = dict(command=command, metrics=table_metrics(offsets),
+                  axes=dict(split={split: 'fields of view as in training' if split in ('train', 'val', 'test') else
+                                   'fields of view never seen in training' for split in CROP_SPLITS},
+                            crop_offsets='the 3x3 grid crops: centre, edge (4), corner (4)'))
+    return write_outputs(CROPS, out, report, runs, configs, groups, summaries,
+                         lambda path: plot_crops(path, results, offsets, groups))

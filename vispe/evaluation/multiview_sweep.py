@@ -14,13 +14,14 @@ the cameras with every resize, crop and zoom):
   used. The metric evaluates the split the dataset reads.
 
 Seed groups: work dirs named ``<name>_s<seed>`` (or ``-s<seed>``, ``_seed<seed>``) with the same model and test
-set form one group ``<name>``; each metric is reported as the mean over the seeds and the spread, max - min.
+set form one group ``<name>``; each metric is reported as the mean over the seeds and the spread, max - min
+(:mod:`vispe.evaluation.sweep`). The table shows one metric (nuScenes mAP) per run and rig/zoom row, one column per
+image height; the figure draws it against image height, one panel per rig and intrinsics scale.
 """
 from __future__ import annotations
 
 import argparse
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -30,18 +31,23 @@ from mmengine.config import Config
 from vispe.datasets.multiview_detection import MultiViewDetection
 from vispe.engine.arguments import InvalidArgument
 from vispe.evaluation.nuscenes_metric import NuScenesMetric
+from vispe.evaluation.sweep import (SeedGroup, SweepKind, format_cell, pyplot, registered, save_figure,
+                                    table_entries, write_outputs)
 from vispe.models.petr import PETRDetector
-from vispe.registry import DATASETS, METRICS, MODELS
+from vispe.registry import METRICS
+from vispe.text_table import aligned_table
 
-__all__ = ['PRIMARY_METRIC', 'RIG_SPLITS', 'SPREAD', 'SeedGroup', 'SweepPoint', 'group_summary', 'image_size_for_height',
-           'is_multiview_config', 'nuscenes_evaluator', 'rig_name', 'seed_groups', 'sweep_dataset_cfg',
-           'sweep_evaluator_cfg', 'sweep_points']
+__all__ = ['MULTIVIEW', 'PRIMARY_METRIC', 'RIG_SPLITS', 'SweepPoint', 'image_size_for_height', 'nuscenes_evaluator',
+           'plot_sweep', 'rig_name', 'sweep_dataset_cfg', 'sweep_evaluator_cfg', 'sweep_points', 'sweep_table',
+           'write_sweep_outputs']
 
 RIG_SPLITS: dict[str, str] = {'train': 'test-rig1', 'other': 'val'}
 CONFIG_RIG = 'config'  # the rig label of points on the config's own test split (no --rigs)
 PRIMARY_METRIC = 'nusc/mAP'
-SPREAD = 'max - min over seeds'
-SEED_SUFFIX = re.compile(r'^(?P<group>.+?)(?:[_-]s|_seed)(?P<seed>\d+)$')
+MULTIVIEW = SweepKind(runs='multi-view 3D runs', model=PETRDetector, dataset=MultiViewDetection, metric=None,
+                      flags=('--sizes', '--intrinsics-scale', '--rigs'), configs='configs/petr/', unit='sample',
+                      columns=('rig', 'split', 'intrinsics_scale', 'height', 'width'),
+                      dataset_axes=('image_size', 'intrinsics_scale', 'split'))
 
 
 def rig_name(text: str) -> str:
@@ -52,26 +58,13 @@ def rig_name(text: str) -> str:
     return text
 
 
-def _registered(registry: Any, kind: Any) -> type | None:
-    """The class a config's ``type`` names (a class, or a registered name with or without scope)."""
-    found = kind if isinstance(kind, type) else registry.get(kind) if isinstance(kind, str) else None
-    return found if isinstance(found, type) else None
-
-
-def is_multiview_config(cfg: Config) -> bool:
-    """Whether the config's model is a :class:`~vispe.models.petr.PETRDetector` (or a subclass)."""
-    model = cfg.get('model')
-    kind = _registered(MODELS, model.get('type')) if isinstance(model, Mapping) else None
-    return kind is not None and issubclass(kind, PETRDetector)
-
-
 def nuscenes_evaluator(cfg: Config, config_path: str | Path, option: str) -> dict[str, Any]:
     """A copy of the config's ``test_evaluator`` when it is one :class:`NuScenesMetric` (a dict, or a list of
     one); else :class:`InvalidArgument` naming ``option``, the config and what to set."""
     evaluator = cfg.get('test_evaluator')
     if isinstance(evaluator, (list, tuple)) and len(evaluator) == 1:
         evaluator = evaluator[0]
-    kind = _registered(METRICS, evaluator.get('type')) if isinstance(evaluator, Mapping) else None
+    kind = registered(METRICS, evaluator.get('type')) if isinstance(evaluator, Mapping) else None
     if kind is None or not issubclass(kind, NuScenesMetric):
         seen = (evaluator.get('type') if isinstance(evaluator, Mapping) else
                 [item.get('type') if isinstance(item, Mapping) else item for item in evaluator]
@@ -133,15 +126,6 @@ def sweep_points(cfg: Config, heights: Sequence[int], scales: Sequence[float],
             for rig, split in rig_splits for scale in scales for height in heights]
 
 
-def check_multiview_dataset(cfg: Config, label: str) -> None:
-    """The test set must be a :class:`MultiViewDetection` (its image_size, intrinsics_scale and split are the axes)."""
-    kind = _registered(DATASETS, cfg.test_dataloader.dataset.get('type'))
-    if kind is None or not issubclass(kind, MultiViewDetection):
-        raise ValueError(f'{label}: the test dataset is {cfg.test_dataloader.dataset.get("type")!r}; the 3D axes '
-                         f'(image size, intrinsics scale, rig) need a MultiViewDetection test set. Evaluate a '
-                         f'config of configs/petr/ or set test_dataloader.dataset.type=\'MultiViewDetection\'.')
-
-
 def sweep_dataset_cfg(cfg: Config, point: SweepPoint) -> dict[str, Any]:
     """The config's test set at ``point``: its image size, intrinsics scale and split, without augmentation."""
     dataset = dict(cfg.test_dataloader.dataset)
@@ -155,74 +139,90 @@ def sweep_evaluator_cfg(evaluator: Mapping[str, Any], split: str) -> dict[str, A
     return dict(evaluator, split=split, format_only=False, outfile_prefix=None)
 
 
-@dataclass(frozen=True)
-class SeedGroup:
-    """Runs that differ only by their seed: the group's label, its members' labels and their seeds."""
-
-    label: str
-    members: tuple[str, ...]
-    seeds: tuple[int | None, ...]
+Results = Mapping[str, Mapping[SweepPoint, Mapping[str, float]]]
+Summaries = Mapping[str, Mapping[SweepPoint, Mapping[str, tuple[float, float]]]]
 
 
-def _first_difference(a: Any, b: Any, where: str = '') -> str | None:
-    """The first key path (``decoder.depth``) where two config values differ, or None."""
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        for key in sorted(set(a) | set(b), key=str):
-            inner = f'{where}.{key}' if where else str(key)
-            if key not in a or key not in b:
-                return inner
-            found = _first_difference(a[key], b[key], inner)
-            if found is not None:
-                return found
-        return None
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
-        return next((found for i, (x, y) in enumerate(zip(a, b))
-                     if (found := _first_difference(x, y, f'{where}[{i}]')) is not None), None)
-    return None if a == b else (where or '<root>')
+def _size_headers(points: Sequence[SweepPoint]) -> dict[int, str]:
+    """Column header per height: 'HxW' when every run has the same width there, else 'H'."""
+    widths: dict[int, set[int]] = {}
+    for point in points:
+        widths.setdefault(point.height, set()).add(point.image_size[1])
+    return {height: f'{height}x{next(iter(w))}' if len(w) == 1 else str(height) for height, w in widths.items()}
 
 
-def seed_groups(labels: Sequence[str], configs: Mapping[str, Config]) -> list[SeedGroup]:
-    """Group runs whose labels differ only by a seed suffix (``_s0``, ``-s1``, ``_seed2``), in first-seen order;
-    a label without one is a group of its own.
-
-    Raises:
-        InvalidArgument: two runs of a group have the same seed, or their models or test sets differ.
-    """
-    members: dict[str, list[tuple[str, int | None]]] = {}
-    for label in labels:
-        match = SEED_SUFFIX.match(label)
-        group, seed = (match.group('group'), int(match.group('seed'))) if match else (label, None)
-        members.setdefault(group, []).append((label, seed))
-    groups = []
-    for group, items in members.items():
-        seeds = [seed for _, seed in items]
-        if len(items) > 1 and len(set(seeds)) != len(seeds):
-            raise InvalidArgument('--group-seeds', [label for label, _ in items],
-                                  f'these runs of {group!r} repeat a seed', 'give each seed of a group once')
-        first = items[0][0]
-        for label, _ in items[1:]:
-            for part in ('model', 'test_dataloader'):
-                difference = _first_difference(configs[first].get(part), configs[label].get(part))
-                if difference is not None:
-                    raise InvalidArgument('--group-seeds', [first, label],
-                                          f'they group as seeds of {group!r} but their configs differ at '
-                                          f'{part}.{difference}', 'group only seeds of one config (rename the work '
-                                          'dirs), or leave out --group-seeds')
-        groups.append(SeedGroup(group, tuple(label for label, _ in items), tuple(seeds)))
-    return groups
+def sweep_table(results: Results, groups: Sequence[SeedGroup] | None = None, summaries: Summaries | None = None,
+                metric: str = PRIMARY_METRIC) -> str:
+    """``metric`` per run (or seed group: mean±spread) and rig/zoom row, one column per image height."""
+    points = [point for per_run in results.values() for point in per_run]
+    headers = _size_headers(points)
+    heights = list(headers)
+    entries, title = table_entries(results, groups, summaries, metric)
+    lines = [[title, 'rig', 'split', 'zoom', *headers.values()]]
+    for label, per_point in entries:
+        panels: dict[tuple[str, str, float], dict[int, Any]] = {}
+        for point, metrics in per_point.items():
+            panels.setdefault(point.panel, {})[point.height] = metrics.get(metric, math.nan)
+        for (rig, split, scale), cells in panels.items():
+            row = [label, rig, split, f'{scale:g}']
+            lines.append(row + [format_cell(cells[height]) if height in cells else '' for height in heights])
+    return aligned_table(lines, left_columns=3)
 
 
-def group_summary(group: SeedGroup, results: Mapping[str, Mapping[SweepPoint, Mapping[str, float]]]
-                  ) -> dict[SweepPoint, dict[str, tuple[float, float]]]:
-    """Per point and metric (mean, max - min) over the group's runs; NaN when any run's value is NaN."""
-    first = results[group.members[0]]
-    summary = {}
-    for point, metrics in first.items():
-        summary[point] = {}
-        for name in metrics:
-            values = [float(results[label][point].get(name, math.nan)) for label in group.members]
-            if any(math.isnan(value) for value in values):
-                summary[point][name] = (math.nan, math.nan)
-            else:
-                summary[point][name] = (sum(values) / len(values), max(values) - min(values))
-    return summary
+def plot_sweep(path: Path, results: Results, train_heights: Mapping[str, int | None],
+               groups: Sequence[SeedGroup] | None = None, summaries: Summaries | None = None,
+               metric: str = PRIMARY_METRIC) -> Path:
+    """``metric`` against image height, one panel per (rig, intrinsics scale): a line per run, or per seed group
+    its mean with the band from the lowest to the highest seed. Dotted: the training heights. Written atomically."""
+    plt = pyplot()
+    panels = list(dict.fromkeys(point.panel for per_run in results.values() for point in per_run))
+    rigs = list(dict.fromkeys((rig, split) for rig, split, _ in panels))
+    scales = list(dict.fromkeys(scale for _, _, scale in panels))
+    figure, axes = plt.subplots(len(rigs), len(scales), figsize=(4.2 * len(scales), 3.2 * len(rigs)), dpi=110,
+                                sharex=True, sharey=True, squeeze=False)
+    for (rig, split, scale) in panels:
+        axis = axes[rigs.index((rig, split)), scales.index(scale)]
+        if groups is not None and summaries is not None:
+            for group in groups:
+                points = [p for p in summaries[group.label] if p.panel == (rig, split, scale)]
+                heights = [p.height for p in points]
+                mean = [summaries[group.label][p][metric][0] for p in points]
+                spread = [summaries[group.label][p][metric][1] for p in points]
+                lows = [min(results[label][p][metric] for label in group.members) for p in points]
+                highs = [max(results[label][p][metric] for label in group.members) for p in points]
+                line, = axis.plot(heights, mean, marker='o', label=f'{group.label} (n={len(group.members)})')
+                if any(s > 0 for s in spread if not math.isnan(s)):
+                    axis.fill_between(heights, lows, highs, color=line.get_color(), alpha=0.2)
+        else:
+            for label, per_run in results.items():
+                points = [p for p in per_run if p.panel == (rig, split, scale)]
+                axis.plot([p.height for p in points], [per_run[p][metric] for p in points], marker='o', label=label)
+        for height in {h for h in train_heights.values() if h is not None}:
+            axis.axvline(height, color='grey', linestyle=':', linewidth=1)
+        axis.set_title(f'rig {rig} ({split}), intrinsics ×{scale:g}', fontsize=9)
+        axis.grid(alpha=0.3)
+    for axis in axes[-1]:
+        axis.set_xlabel('image height (px; width keeps the aspect ratio)')
+    for axis in axes[:, 0]:
+        axis.set_ylabel(metric)
+    axes[0, 0].legend(fontsize=7)
+    figure.suptitle(f'{metric} vs image size (dotted: training height)', fontsize=10)
+    figure.tight_layout()
+    return save_figure(figure, path)
+
+
+def write_sweep_outputs(out: Path, command: str, runs: Sequence[Any], configs: Mapping[str, Config],
+                        axes: Mapping[str, Any], options: Mapping[int, Mapping[str, Any]],
+                        groups: Sequence[SeedGroup] | None, summaries: Summaries | None) -> list[Path]:
+    """The sweep's CSV, seed-group CSV, JSON (with the test-time encoding options per height and each run's training
+    image size) and PNG (:func:`~vispe.evaluation.sweep.write_outputs`)."""
+    results = {run.label: run.results for run in runs}
+    train_sizes = {run.label: configs[run.label].get('train_dataloader', {}).get('dataset', {}).get('image_size')
+                   for run in runs}
+    report = dict(command=command, metric=PRIMARY_METRIC,
+                  axes=dict(axes, size_rule='W = round(H * W0 / H0), half up; (H0, W0) = the config test image_size'),
+                  encoding_options={str(k): v for k, v in options.items() if v})
+    train_heights = {label: size[0] if isinstance(size, (list, tuple)) else None for label, size in train_sizes.items()}
+    return write_outputs(MULTIVIEW, out, report, runs, configs, groups, summaries,
+                         lambda path: plot_sweep(path, results, train_heights, groups, summaries),
+                         run_extra=lambda run: dict(train_size=train_sizes[run.label]))

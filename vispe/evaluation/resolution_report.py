@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from vispe.evaluation.multiview_sweep import SPREAD, SeedGroup
-from vispe.evaluation.sweep_report import sha256, write_atomically, write_csv, write_json
+from vispe.evaluation.sweep import SPREAD, SeedGroup, sha256, write_atomically, write_csv, write_json
 
 __all__ = ['formatted', 'primary_metric', 'resolution_table', 'write_resolution_outputs']
 
