@@ -24,27 +24,22 @@ single 96 x 128 images with dense depth at many focal lengths for depth-from-cro
 from __future__ import annotations
 
 import argparse
-import os
+import functools
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from vispe.datasets.mv_scenes import (LIDAR, ConversionConfig, DatasetExistsError, DegenerateBoxError,  # noqa: E402
-                                      EmptySceneError, MeshFileError, RenderError, convert)
+from vispe.datasets.mv_scenes import LIDAR, ConversionConfig, convert  # noqa: E402
 from vispe.datasets.mv_scenes.crops import CropsConfig, convert_crops  # noqa: E402
 from vispe.datasets.mv_scenes.nvs import NVSConfig, convert_nvs  # noqa: E402
-from vispe.engine.arguments import (InvalidArgument, non_negative_int, positive_int, reported_by,  # noqa: E402
-                                    writable_folder)
-
-
-def default_workers() -> int:
-    """The CPUs this process may use (at most 8)."""
-    return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1))
+from vispe.engine.arguments import InvalidArgument, non_negative_int, positive_int, reported_by  # noqa: E402
+from vispe.engine.converters import (dataset_folder_argument, default_workers, folder_size,  # noqa: E402
+                                     run_conversion)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -89,74 +84,56 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                   'counts the cameras of --task nvs scenes', 'add --task nvs, or leave it out')
         if args.image_size[0] < 8 or args.image_size[1] < 8:
             raise InvalidArgument('--image-size', args.image_size, 'is below 8 pixels', 'give H and W of at least 8')
-        if args.root.exists() and not args.root.is_dir():
-            raise InvalidArgument('--root', args.root, 'is a file', 'give a folder path')
-        writable_folder(args.root.resolve().parent, '--root')
+        dataset_folder_argument(args.root, '--root')
     return args
 
 
-def folder_size(path: Path) -> int:
-    """Bytes of the files under ``path``."""
-    return sum(item.stat().st_size for item in path.rglob('*') if item.is_file())
-
-
-def main_nvs(args: argparse.Namespace, command: str) -> int:
-    """--task nvs: render the NVS scenes and print what was written."""
+def nvs_task(args: argparse.Namespace) -> tuple[Callable[..., dict[str, Any]], Callable[[dict[str, Any]], str]]:
+    """--task nvs: the conversion of the NVS scenes (the common options left to bind) and its summary line."""
     config = NVSConfig(seed=args.seed, image_size=tuple(args.image_size), input_views=args.input_views,
                        target_views=args.target_views)
-    start = time.perf_counter()
-    try:
-        info = convert_nvs(args.root, args.train, args.val, args.test, config=config, workers=args.workers,
-                           overwrite=args.overwrite, progress=not args.quiet, command=command)
-    except (DatasetExistsError, DegenerateBoxError, EmptySceneError, MeshFileError, RenderError) as error:
-        print(f'multiview_scenes.py: error: {error}; {args.root} was left as it was', file=sys.stderr)
-        return 2
-    fractions = ', '.join(f'{split} {fraction:.1%}' for split, fraction in info['object_pixel_fraction'].items())
-    print(f'{args.root}: scenes {info["scenes"]}, {args.input_views} input + {args.target_views} target views, '
-          f'object pixels {fractions}; {folder_size(args.root) / 2 ** 20:.0f} MiB in '
-          f'{time.perf_counter() - start:.0f} s with {args.workers} worker(s)')
-    return 0
+
+    def summary(info: dict[str, Any]) -> str:
+        fractions = ', '.join(f'{split} {fraction:.1%}' for split, fraction in info['object_pixel_fraction'].items())
+        return (f'scenes {info["scenes"]}, {args.input_views} input + {args.target_views} target views, object pixels '
+                f'{fractions}')
+    return functools.partial(convert_nvs, args.root, args.train, args.val, args.test, config=config), summary
 
 
-def main_crops(args: argparse.Namespace, command: str) -> int:
-    """--task crops: render the depth-from-crops images and print what was written."""
+def crops_task(args: argparse.Namespace) -> tuple[Callable[..., dict[str, Any]], Callable[[dict[str, Any]], str]]:
+    """--task crops: the conversion of the depth-from-crops images and its summary line."""
     config = CropsConfig(seed=args.seed, image_size=tuple(args.image_size))
     counts = dict(train=args.train, val=args.val, test=args.test) | {'test-wide': args.test, 'test-tele': args.test}
-    start = time.perf_counter()
-    try:
-        info = convert_crops(args.root, counts, config=config, workers=args.workers, overwrite=args.overwrite,
-                             progress=not args.quiet, command=command)
-    except (DatasetExistsError, MeshFileError, RenderError) as error:
-        print(f'multiview_scenes.py: error: {error}; {args.root} was left as it was', file=sys.stderr)
-        return 2
-    print(f'{args.root}: images {info["images"]}; {folder_size(args.root) / 2 ** 20:.0f} MiB in '
-          f'{time.perf_counter() - start:.0f} s with {args.workers} worker(s)')
-    return 0
+    return (functools.partial(convert_crops, args.root, counts, config=config),
+            lambda info: f'images {info["images"]}')
+
+
+def scenes_task(args: argparse.Namespace) -> tuple[Callable[..., dict[str, Any]], Callable[[dict[str, Any]], str]]:
+    """--task detection: the conversion of mv-scenes and its summary (a line per split, then the redraws)."""
+    config = ConversionConfig(seed=args.seed, image_size=tuple(args.image_size),
+                              lidar=replace(LIDAR, azimuths=args.lidar_azimuths))
+
+    def summary(info: dict[str, Any]) -> str:
+        lines = [f'{split}: {samples} samples in {info["scenes"][split]} scenes, {info["objects"][split]} objects '
+                 f'({info["without_lidar_points"][split]} without lidar points)'
+                 for split, samples in info['samples'].items()]
+        return '\n'.join([*lines, f'{info["redraws"]} layouts redrawn (empty-scene rule)'])
+    return functools.partial(convert, args.root, args.train, args.val, args.test, config=config), summary
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     command = ' '.join(['python', 'tools/dataset_converters/multiview_scenes.py',
                         *(argv if argv is not None else sys.argv[1:])])
-    if args.task == 'nvs':
-        return main_nvs(args, command)
-    if args.task == 'crops':
-        return main_crops(args, command)
-    config = ConversionConfig(seed=args.seed, image_size=tuple(args.image_size),
-                              lidar=replace(LIDAR, azimuths=args.lidar_azimuths))
-    start = time.perf_counter()
-    try:
-        info = convert(args.root, args.train, args.val, args.test, config=config, workers=args.workers,
-                       overwrite=args.overwrite, progress=not args.quiet, command=command)
-    except (DatasetExistsError, DegenerateBoxError, EmptySceneError, MeshFileError, RenderError) as error:
-        print(f'multiview_scenes.py: error: {error}; {args.root} was left as it was', file=sys.stderr)
+    task = {'nvs': nvs_task, 'crops': crops_task}.get(args.task, scenes_task)
+    conversion, summary = task(args)
+    done = run_conversion('multiview_scenes.py', args.root, lambda: conversion(
+        workers=args.workers, overwrite=args.overwrite, progress=not args.quiet, command=command))
+    if done is None:
         return 2
-    seconds = time.perf_counter() - start
-    for split, samples in info['samples'].items():
-        print(f'{split}: {samples} samples in {info["scenes"][split]} scenes, {info["objects"][split]} objects '
-              f'({info["without_lidar_points"][split]} without lidar points)')
-    print(f'{args.root}: {folder_size(args.root) / 2 ** 20:.0f} MiB in {seconds:.0f} s with {args.workers} '
-          f'worker(s); {info["redraws"]} layouts redrawn (empty-scene rule)')
+    info, seconds = done
+    print(summary(info))
+    print(f'{args.root}: {folder_size(args.root) / 2 ** 20:.0f} MiB in {seconds:.0f} s with {args.workers} worker(s)')
     return 0
 
 

@@ -17,9 +17,7 @@ and renamed when complete, so an interrupted run leaves no ``<out>``; a rerun re
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,16 +25,10 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from vispe.datasets.mv_scenes import (DatasetExistsError, DegenerateBoxError, EmptySceneError,  # noqa: E402
-                                      MeshFileError, RenderError)
 from vispe.datasets.pt_scenes import MAX_SCENES, ConversionConfig, RoomConfig, convert  # noqa: E402
-from vispe.engine.arguments import (InvalidArgument, non_negative_int, positive_int, reported_by,  # noqa: E402
-                                    writable_folder)
-
-
-def default_workers() -> int:
-    """The CPUs this process may use (at most 8)."""
-    return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1))
+from vispe.engine.arguments import InvalidArgument, non_negative_int, positive_int, reported_by  # noqa: E402
+from vispe.engine.converters import (dataset_folder_argument, default_workers, folder_size,  # noqa: E402
+                                     run_conversion)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,15 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             if getattr(args, option) > MAX_SCENES:
                 raise InvalidArgument(f'--{option}', getattr(args, option), f'exceeds {MAX_SCENES} scenes',
                                       f'scene names hold a 4-digit index; give at most {MAX_SCENES}')
-        if args.out.exists() and not args.out.is_dir():
-            raise InvalidArgument('--out', args.out, 'is a file', 'give a folder path')
-        writable_folder(args.out.resolve().parent, '--out')
+        dataset_folder_argument(args.out, '--out')
     return args
-
-
-def folder_size(path: Path) -> int:
-    """Bytes of the files under ``path``."""
-    return sum(item.stat().st_size for item in path.rglob('*') if item.is_file())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,14 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     config = ConversionConfig(seed=args.seed, room=replace(RoomConfig(), rotated=args.rotated))
     command = ' '.join(['python', 'tools/dataset_converters/point_scenes.py',
                         *(argv if argv is not None else sys.argv[1:])])
-    start = time.perf_counter()
-    try:
-        info = convert(args.out, args.train, args.val, args.test, config=config, workers=args.workers,
-                       overwrite=args.overwrite, progress=not args.quiet, command=command)
-    except (DatasetExistsError, DegenerateBoxError, EmptySceneError, MeshFileError, RenderError) as error:
-        print(f'point_scenes.py: error: {error}; {args.out} was left as it was', file=sys.stderr)
+    done = run_conversion('point_scenes.py', args.out, lambda: convert(
+        args.out, args.train, args.val, args.test, config=config, workers=args.workers, overwrite=args.overwrite,
+        progress=not args.quiet, command=command))
+    if done is None:
         return 2
-    seconds = time.perf_counter() - start
+    info, seconds = done
     for split, counts in info['splits'].items():
         points, objects = counts['points_per_scene'], counts['objects_per_scene']
         print(f'{split}: {counts["scenes"]} scenes, {counts["objects"]} boxes ({objects["min"]:.0f}-'

@@ -12,7 +12,6 @@ last pixel (inclusive), so a crop of side s has x1 − x0 = s − 1.
 """
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
+from vispe.datasets.npz_files import load_npz
 from vispe.datasets.options import check_choice, check_positive_int
 from vispe.datasets.point_scenes import torch_seeded_rng
 from vispe.registry import DATASETS, FUNCTIONS
@@ -112,12 +112,8 @@ class CropDepth(Dataset):
     def load(self, index: int) -> dict[str, np.ndarray]:
         """The arrays of image ``index``, checked (a truncated or foreign file names its path)."""
         path = self.files[index]
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                image = {key: data[key] for key in KEYS}
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
-            raise ValueError(f'{path} is not a readable crops image ({type(error).__name__}: {error}); rewrite the '
-                             f'set with multiview_scenes.py --task crops --overwrite') from None
+        image = load_npz(path, KEYS, 'a readable crops image', 'rewrite the set with multiview_scenes.py --task crops '
+                                                               '--overwrite')
         height, width = image['depth'].shape
         if image['image'].shape != (height, width, 3) or image['intrinsics'].shape != (3, 3):
             raise ValueError(f'{path}: image {image["image"].shape}, depth {image["depth"].shape} and intrinsics '

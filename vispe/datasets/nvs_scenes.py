@@ -9,7 +9,6 @@ evaluation (``rays_per_view=None``).
 """
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from vispe.datasets.npz_files import load_npz
 from vispe.datasets.options import check_choice, check_positive_int
 from vispe.datasets.point_scenes import torch_seeded_rng
 from vispe.registry import DATASETS, FUNCTIONS
@@ -67,12 +67,8 @@ class NVSScenes(Dataset):
     def load(self, index: int) -> dict[str, np.ndarray]:
         """The arrays of scene ``index``, checked (a truncated or foreign file names its path)."""
         path = self.files[index]
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                scene = {key: data[key] for key in KEYS}
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
-            raise ValueError(f'{path} is not a readable NVS scene ({type(error).__name__}: {error}); rewrite the set '
-                             f'with multiview_scenes.py --task nvs --overwrite') from None
+        scene = load_npz(path, KEYS, 'a readable NVS scene', 'rewrite the set with multiview_scenes.py --task nvs '
+                                                             '--overwrite')
         views, height, width = scene['depth'].shape
         inputs = int(scene['num_inputs'])
         if scene['images'].shape != (views, height, width, 3) or not 0 < inputs < views:

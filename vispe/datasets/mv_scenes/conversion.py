@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -30,7 +29,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 from PIL import Image
 
-from vispe.datasets.output_folder import prepare_output_folder, publish_output_folder
+from vispe.datasets.output_folder import DatasetFolder, atomic_dataset_folder
 from vispe.datasets.worker_pool import map_in_processes
 from vispe.datasets.mv_scenes.errors import DegenerateBoxError, EmptySceneError
 from vispe.datasets.mv_scenes.layout import LayoutConfig, points_in_boxes, sample_layout
@@ -46,6 +45,7 @@ __all__ = ['INFO_FILE', 'PARTIAL_MARKER', 'SPLITS', 'VERSION', 'ConversionConfig
 VERSION = 'v1.0-trainval'
 INFO_FILE = 'mv-scenes.json'
 PARTIAL_MARKER = '.mv-scenes-partial'
+FOLDER = DatasetFolder(INFO_FILE, PARTIAL_MARKER, 'an mv-scenes', '--root')
 FIRST_TIMESTAMP_US = 1_700_000_000_000_000
 SCENE_PERIOD_US = 60_000_000
 EGO_AREA = (200.0, 2800.0)
@@ -283,16 +283,12 @@ def convert(root: str | Path, train: int = 2000, val: int = 300, test: int | Non
     from tqdm import tqdm
 
     root = Path(root)
-    partial = root.with_name(root.name + '.partial')
     counts = {'train': train, 'val': val, 'test-rig1': val if test is None else test}
     if counts['train'] < 1 or counts['val'] < 1:
         raise ValueError(f'need at least one train and one val sample, got train={train}, val={val}')
     meshes = load_class_meshes(roots=roots)
     tasks = plan_tasks(counts)
-    prepare_output_folder(root, partial, overwrite, INFO_FILE, PARTIAL_MARKER, 'an mv-scenes', '--root')
-    partial.mkdir(parents=True)
-    (partial / PARTIAL_MARKER).write_text('an mv-scenes conversion is writing here; a rerun removes this folder\n')
-    try:
+    with atomic_dataset_folder(root, overwrite, FOLDER) as partial:
         builder = TableBuilder(config.seed, tuple(spec.category for spec in CLASS_MESHES),
                                {plan.name: plan.description for plan in SPLITS})
         summary, splits = _Summary(), {plan.name: [] for plan in SPLITS}
@@ -313,8 +309,4 @@ def convert(root: str | Path, train: int = 2000, val: int = 300, test: int | Non
                              for spec, mesh in zip(CLASS_MESHES, meshes)],
                     **asdict(summary))
         (partial / INFO_FILE).write_text(json.dumps(info, indent=1))
-        publish_output_folder(partial, root, PARTIAL_MARKER)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return info

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,12 +33,13 @@ from vispe.datasets.mv_scenes.mesh_workers import WORKER, render_in_workers
 from vispe.datasets.mv_scenes.meshes import CLASS_MESHES, CanonicalMesh, load_class_meshes
 from vispe.datasets.mv_scenes.nvs import look_at, table_top
 from vispe.datasets.mv_scenes.render import SceneRenderer
-from vispe.datasets.output_folder import prepare_output_folder, publish_output_folder
+from vispe.datasets.output_folder import DatasetFolder, atomic_dataset_folder
 
 __all__ = ['CROPS_INFO_FILE', 'CROPS_SPLITS', 'CropsConfig', 'convert_crops', 'render_crops_image']
 
 CROPS_INFO_FILE = 'mv-crops-depth.json'
 CROPS_PARTIAL_MARKER = '.mv-crops-depth-partial'
+CROPS_FOLDER = DatasetFolder(CROPS_INFO_FILE, CROPS_PARTIAL_MARKER, 'an mv-crops-depth', '--root')
 CROPS_SPLITS = ('train', 'val', 'test', 'test-wide', 'test-tele')
 CROPS_LAYOUT = LayoutConfig(min_objects=3, max_objects=6, min_distance=0.0, max_distance=3.0,
                             ego_footprint=(500.0, 500.1, 500.0, 500.1))
@@ -115,13 +115,8 @@ def convert_crops(root: str | Path, counts: dict[str, int] | None = None, *, con
     if counts['train'] < 1 or counts['val'] < 1:
         raise ValueError(f'need at least one train and one val image, got {counts}')
     root = Path(root)
-    partial = root.with_name(root.name + '.partial')
     meshes = load_class_meshes(roots=roots)
-    prepare_output_folder(root, partial, overwrite, CROPS_INFO_FILE, CROPS_PARTIAL_MARKER, 'an mv-crops-depth',
-                          '--root')
-    partial.mkdir(parents=True)
-    (partial / CROPS_PARTIAL_MARKER).write_text('an mv-crops-depth conversion is writing here; a rerun removes it\n')
-    try:
+    with atomic_dataset_folder(root, overwrite, CROPS_FOLDER) as partial:
         for split in CROPS_SPLITS:
             (partial / split).mkdir()
         tasks = [(split, index) for split in CROPS_SPLITS for index in range(counts[split])]
@@ -135,9 +130,5 @@ def convert_crops(root: str | Path, counts: dict[str, int] | None = None, *, con
                     depth_pixel_fraction={split: valid[split] / max(1, counts[split]) for split in CROPS_SPLITS},
                     classes=[spec.name for spec in CLASS_MESHES])
         (partial / CROPS_INFO_FILE).write_text(json.dumps(info, indent=1))
-        publish_output_folder(partial, root, CROPS_PARTIAL_MARKER)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return info
 

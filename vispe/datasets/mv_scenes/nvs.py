@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,13 @@ from vispe.datasets.mv_scenes.layout import LayoutConfig, sample_layout
 from vispe.datasets.mv_scenes.mesh_workers import WORKER, render_in_workers
 from vispe.datasets.mv_scenes.meshes import CLASS_MESHES, CanonicalMesh, load_class_meshes
 from vispe.datasets.mv_scenes.render import SceneRenderer
-from vispe.datasets.output_folder import prepare_output_folder, publish_output_folder
+from vispe.datasets.output_folder import DatasetFolder, atomic_dataset_folder
 
 __all__ = ['NVS_INFO_FILE', 'NVS_SPLITS', 'NVSConfig', 'convert_nvs', 'look_at', 'render_nvs_scene']
 
 NVS_INFO_FILE = 'mv-scenes-nvs.json'
 NVS_PARTIAL_MARKER = '.mv-scenes-nvs-partial'
+NVS_FOLDER = DatasetFolder(NVS_INFO_FILE, NVS_PARTIAL_MARKER, 'an mv-scenes NVS', '--root')
 NVS_SPLITS = ('train', 'val', 'test')
 # Objects keep clear of nothing but each other: the ego-car rectangle of mv-scenes is moved far away.
 NVS_LAYOUT = LayoutConfig(min_objects=1, max_objects=3, min_distance=0.0, max_distance=1.2,
@@ -148,16 +148,11 @@ def convert_nvs(root: str | Path, train: int = 4000, val: int = 100, test: int =
     from tqdm import tqdm
 
     root = Path(root)
-    partial = root.with_name(root.name + '.partial')
     counts = {'train': train, 'val': val, 'test': test}
     if train < 1 or val < 1:
         raise ValueError(f'need at least one train and one val scene, got train={train}, val={val}')
     meshes = load_class_meshes(roots=roots)
-    prepare_output_folder(root, partial, overwrite, NVS_INFO_FILE, NVS_PARTIAL_MARKER, 'an mv-scenes NVS',
-                          '--root')
-    partial.mkdir(parents=True)
-    (partial / NVS_PARTIAL_MARKER).write_text('an mv-scenes NVS conversion is writing here; a rerun removes it\n')
-    try:
+    with atomic_dataset_folder(root, overwrite, NVS_FOLDER) as partial:
         for split in NVS_SPLITS:
             (partial / split).mkdir()
         tasks = [(split, index) for split in NVS_SPLITS for index in range(counts[split])]
@@ -175,8 +170,4 @@ def convert_nvs(root: str | Path, train: int = 4000, val: int = 100, test: int =
                                            for split in NVS_SPLITS},
                     classes=[spec.name for spec in CLASS_MESHES])
         (partial / NVS_INFO_FILE).write_text(json.dumps(info, indent=1))
-        publish_output_folder(partial, root, NVS_PARTIAL_MARKER)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return info

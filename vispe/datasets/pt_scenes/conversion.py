@@ -24,14 +24,13 @@ then :class:`~vispe.datasets.mv_scenes.errors.EmptySceneError` names the scene.
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
-from vispe.datasets.output_folder import prepare_output_folder, publish_output_folder
+from vispe.datasets.output_folder import DatasetFolder, atomic_dataset_folder
 from vispe.datasets.worker_pool import map_in_processes
 from vispe.datasets.mv_scenes.errors import DegenerateBoxError, EmptySceneError
 from vispe.datasets.mv_scenes.meshes import CanonicalMesh, load_class_meshes
@@ -45,6 +44,7 @@ __all__ = ['INFO_FILE', 'MAX_SCENES', 'PARTIAL_MARKER', 'POINTS_DIR', 'SPLITS', 
 VERSION = 'pt-scenes-1.0'
 INFO_FILE = 'pt-scenes.json'
 PARTIAL_MARKER = '.pt-scenes-partial'
+FOLDER = DatasetFolder(INFO_FILE, PARTIAL_MARKER, 'a pt-scenes', '--out')
 POINTS_DIR = 'scannet_train_detection_data'
 SPLIT_FILE = 'meta_data/scannetv2_{split}.txt'
 SPLITS = ('train', 'val', 'test')
@@ -239,13 +239,10 @@ def convert(root: str | Path, train: int = 800, val: int = 100, test: int = 100,
     config.room.check()
     config.scan.check()
     root = Path(root)
-    partial = root.with_name(root.name + '.partial')
     meshes = load_class_meshes(CLASS_MESHES, roots)
-    prepare_output_folder(root, partial, overwrite, INFO_FILE, PARTIAL_MARKER, 'a pt-scenes', '--out')
-    folder = partial / POINTS_DIR
-    folder.mkdir(parents=True)
-    (partial / PARTIAL_MARKER).write_text('a pt-scenes conversion is writing here; a rerun removes this folder\n')
-    try:
+    with atomic_dataset_folder(root, overwrite, FOLDER) as partial:
+        folder = partial / POINTS_DIR
+        folder.mkdir()
         tasks = [(split, index) for split in SPLITS for index in range(counts[split])]
         summary = _Summary()
         for record in tqdm(_write_all(tasks, folder, config, meshes, workers, roots), total=len(tasks),
@@ -263,8 +260,4 @@ def convert(root: str | Path, train: int = 800, val: int = 100, test: int = 100,
             names = [r.name for r in summary.records if r.split == split]
             (partial / SPLIT_FILE.format(split=split)).write_text(''.join(f'{name}\n' for name in names))
         (partial / INFO_FILE).write_text(json.dumps(info, indent=1))
-        publish_output_folder(partial, root, PARTIAL_MARKER)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return info
