@@ -65,14 +65,13 @@ shows AbsRel:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import logging
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 from mmengine.config import Config
@@ -85,7 +84,7 @@ from vispe.engine import load_config, named_unknown_types
 from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, reported_by,
                                     run_main, writable_output)
 from vispe.evaluation import crop_sweep, multiview_sweep, point_sweep, sweep
-from vispe.evaluation.encoding_options import check_encoding_options, parse_encoding_options, set_encoding_options
+from vispe.evaluation.encoding_options import check_encoding_options, encoding_options_set, parse_encoding_options
 from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
 from vispe.evaluation.tuning import Knob, applied, check_held_out, coordinate_search, tunable_knobs
 from vispe.datasets.crop_depth import CROP_SPLITS, OFFSET_BINS
@@ -285,13 +284,9 @@ def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: lis
                 dataset_options = dataset_cfg(cfg, size, args.eval_mode, args.subset)
                 dataset = DATASETS.build(dataset_options)
                 datasets[run.label] = {k: v for k, v in dataset_options.items() if k != 'image_size'}
-                previous = set_encoding_options(model, options[size])
                 torch.manual_seed(0)  # encodings that draw positions in evaluation (RPE2D 'random') draw the same
-                try:
+                with encoding_options_set(model, options[size]):
                     run.results[size] = evaluate(model, cfg, dataset, batch_size, progress)
-                finally:
-                    for (owner, name), value in previous.items():
-                        setattr(owner, name, value)
                 if tuned is not None:
                     progress.set_postfix_str(f'{run.label} @ {size}: tuning {len(knobs)} options on held-out data')
                     values, record = tune_at_size(model, cfg, knobs, size, args, batch_size)
@@ -382,19 +377,11 @@ def evaluate_multiview(args: argparse.Namespace, runs: list[Run], run_configs: l
                                                                                               point.split))
         return metrics[(label, point.split)]
 
-    @contextlib.contextmanager
-    def with_options(model: torch.nn.Module, point: multiview_sweep.SweepPoint) -> Iterator[None]:
-        previous = set_encoding_options(model, options[point.height])
-        try:
-            yield
-        finally:
-            for (owner, name), value in previous.items():
-                setattr(owner, name, value)
-
     sweep.evaluate_runs(multiview_sweep.MULTIVIEW, runs, configs, points, sweep_dataset, args.batch_size, evaluate,
                         lambda point: f'{point.rig} x{point.intrinsics_scale:g} '
                                       f'{point.image_size[0]}x{point.image_size[1]}',
-                        metric=metric, models=models, around=with_options)
+                        metric=metric, models=models,
+                        around=lambda model, point: encoding_options_set(model, options[point.height]))
     results = {run.label: run.results for run in runs}
     summaries = {group.label: sweep.group_summary(group, results) for group in groups} if groups else None
     print(multiview_sweep.sweep_table(results, groups, summaries))

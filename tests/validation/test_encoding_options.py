@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import vispe
-from vispe.evaluation.encoding_options import option_owners
+from vispe.evaluation.encoding_options import option_owners, set_encoding_options
 from vispe.encodings import ComRoPE, LookHere, Option, PositionEncoding, RoPEAxial, check_test_time_option
 from vispe.geometry import Positions
 from vispe.registry import ENCODINGS
@@ -462,11 +462,10 @@ def test_eval_resolution_validates_every_option_before_evaluating() -> None:
 
 
 def test_eval_resolution_sets_only_declared_test_time_options() -> None:
-    tool = load_tool('eval_resolution')
     stack = vispe.build_encoding(['LearnedAPE', 'RoPEAxial', dict(type='RoPEMixed')], **CONTEXT)
     assert option_owners(stack, 'theta') == [stack.encodings[1]]
     assert option_owners(stack, 'position_scale') == [stack.encodings[1], stack.encodings[2]]
-    previous = tool.set_encoding_options(stack, {'theta': 160, 'position_scale': 0.5})
+    previous = set_encoding_options(stack, {'theta': 160, 'position_scale': 0.5})
     assert stack.encodings[1].theta == 160.0 and stack.encodings[2].position_scale == 0.5
     assert stack.encodings[2].init_theta == 10.0
     for (owner, name), value in previous.items():

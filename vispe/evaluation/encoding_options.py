@@ -4,13 +4,15 @@ evaluation, and set on a model (and restored) around each size."""
 from __future__ import annotations
 
 import ast
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import torch
 
 import vispe
 
-__all__ = ['check_encoding_options', 'option_owners', 'parse_encoding_options', 'set_encoding_options']
+__all__ = ['check_encoding_options', 'encoding_options_set', 'option_owners', 'parse_encoding_options',
+           'set_encoding_options']
 
 
 def parse_encoding_options(items: list[str], sizes: list[int]) -> dict[int, dict[str, Any]]:
@@ -54,6 +56,18 @@ def set_encoding_options(model: torch.nn.Module, options: dict[str, Any]) -> dic
             previous[(owner, name)] = getattr(owner, name)
             setattr(owner, name, value)
     return previous
+
+
+@contextlib.contextmanager
+def encoding_options_set(model: torch.nn.Module, options: dict[str, Any]) -> Iterator[None]:
+    """The test-time ``options`` set on the model's encodings for the block (:func:`set_encoding_options`), the
+    previous values back after it."""
+    previous = set_encoding_options(model, options)
+    try:
+        yield
+    finally:
+        for (owner, name), value in previous.items():
+            setattr(owner, name, value)
 
 
 def check_encoding_options(models: list[tuple[str, torch.nn.Module]], options: dict[int, dict[str, Any]]) -> None:
