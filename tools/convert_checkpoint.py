@@ -6,6 +6,7 @@
 drilistbox/3DPPE) without running code from it (vispe's allow-list reader), maps every key it can onto
 :class:`vispe.models.petr.PETRDetector` and lists the keys it cannot map (the FPN neck, DCN offsets). With
 ``--config`` the result is loaded into the model the config builds and every missing or mismatched key is named.
+A checkpoint of another family (no head key, or under half of the tensors, maps) is refused and nothing is written.
 The output is written atomically as ``{'state_dict': ..., 'meta': {'converted_from': ..., 'unmapped': [...]}}``.
 """
 from __future__ import annotations
@@ -16,17 +17,16 @@ from pathlib import Path
 
 from vispe.checkpoint import read_state_dict
 from vispe.engine.hooks import save_atomically
-from vispe.models.petr.convert import convert_petr_state_dict
+from vispe.models.petr.convert import CheckpointFamilyError, convert_petr_state_dict
 
 CONVERTERS = {'petr': convert_petr_state_dict}
 
 
 def check_against_config(config: str, state_dict: dict) -> list[str]:
     """Problems loading ``state_dict`` into the model of ``config`` (missing, unexpected, shape mismatch)."""
-    from mmengine.config import Config
-
+    from vispe.engine import load_config
     from vispe.registry import MODELS
-    model = MODELS.build(Config.fromfile(config).model)
+    model = MODELS.build(load_config(config).model)
     expected = model.state_dict()
     problems = [f'missing in the converted file: {key}' for key in expected if key not in state_dict]
     problems += [f'not in the model: {key}' for key in state_dict if key not in expected]
@@ -42,7 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('output', help='where to write the vispe checkpoint')
     parser.add_argument('--config', help='a vispe config whose model must load the result (reports every mismatch)')
     args = parser.parse_args(argv)
-    conversion = CONVERTERS[args.kind](read_state_dict(args.source))
+    try:
+        conversion = CONVERTERS[args.kind](read_state_dict(args.source), args.source)
+    except CheckpointFamilyError as error:
+        print(f'{error} Nothing written.', file=sys.stderr)
+        return 1
     print(f'{len(conversion.state_dict)} tensors converted from {args.source}')
     if conversion.derived:
         print(f'{len(conversion.derived)} buffers vispe derives from its config: {", ".join(conversion.derived)}')

@@ -92,26 +92,52 @@ def unknown_type_message(kind: str, name: str, known: list[str]) -> str:
             f'in the {PLUGIN_GROUP!r} entry-point group.{plugin_note}')
 
 
+def _signatures(built: Any) -> list[inspect.Signature]:
+    """The signatures a call of ``built`` reaches: a function's own; for a class, its ``__init__`` and, while that
+    passes ``**kwargs`` on, the ``__init__`` of each base class in the MRO (``object``'s excluded)."""
+    if not inspect.isclass(built):
+        return [inspect.signature(built)]
+    signatures = []
+    for cls in built.__mro__:
+        if cls is object or '__init__' not in vars(cls):
+            continue
+        signatures.append(inspect.signature(vars(cls)['__init__']))
+        if not any(p.kind is p.VAR_KEYWORD for p in signatures[-1].parameters.values()):
+            break
+    return signatures
+
+
+def accepted_arguments(built: Any) -> tuple[list[str], bool]:
+    """The keyword arguments ``built`` accepts, following ``**kwargs`` through base classes, and whether the last
+    signature reached still passes unnamed keyword arguments on."""
+    signatures = _signatures(built)
+    accepted: list[str] = []
+    for signature in signatures:
+        accepted += [key for key, p in signature.parameters.items()
+                     if key != 'self' and key not in accepted and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    passes_on = bool(signatures) and any(p.kind is p.VAR_KEYWORD for p in signatures[-1].parameters.values())
+    return accepted, passes_on
+
+
 def unknown_argument_error(exc: TypeError, built: Any) -> TypeError:
     """``exc`` itself, or, for a config key the built class or function does not take ("unexpected keyword
-    argument"), an error naming the closest accepted argument and listing them."""
+    argument"), an error naming the closest accepted argument and listing them (a class's own ``__init__`` and
+    those of the base classes its ``**kwargs`` reach)."""
     match = re.search(r"unexpected keyword argument '(\w+)'", str(exc))
     if match is None or built is None or not callable(built):
         return exc
     try:
-        parameters = inspect.signature(built).parameters
+        accepted, passes_on = accepted_arguments(built)
     except (TypeError, ValueError):
         return exc
     name = match.group(1)
-    accepted = [key for key, p in parameters.items() if key != 'self' and p.kind in (p.POSITIONAL_OR_KEYWORD,
-                                                                                     p.KEYWORD_ONLY)]
     if name in accepted:
         return exc
     close = difflib.get_close_matches(name, accepted, n=2, cutoff=0.6)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ''
-    passes_on = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    listing = ', '.join(accepted) or 'no named arguments'
     return TypeError(f'{getattr(built, "__name__", built)} has no argument {name!r} (a config key or cfg-option).'
-                     f'{hint} It accepts: {", ".join(accepted)}'
+                     f'{hint} It accepts: {listing}'
                      f'{" and the keyword arguments it passes on" if passes_on else ""}.')
 
 

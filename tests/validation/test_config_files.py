@@ -68,3 +68,16 @@ def test_a_misspelt_key_of_a_runner_built_dataset_names_the_closest_argument(tmp
     with pytest.raises(TypeError, match=r"FashionMNIST has no argument 'image_sise' .*Did you mean 'image_size'"):
         with named_unknown_types():
             build_runner(cfg).test()
+
+
+def test_a_misspelt_loop_option_names_the_arguments_its_kwargs_reach() -> None:
+    """vispe's EpochBasedTrainLoop passes **kwargs on to mmengine's: the message lists the base class's arguments
+    (it listed nothing after "It accepts:") and suggests the closest."""
+    from vispe.engine.loops import EpochBasedTrainLoop
+    from vispe.registry import unknown_argument_error
+    error = unknown_argument_error(TypeError("__init__() got an unexpected keyword argument 'max_epoch'"),
+                                   EpochBasedTrainLoop)
+    assert str(error) == ("EpochBasedTrainLoop has no argument 'max_epoch' (a config key or cfg-option). Did you mean "
+                          "'max_epochs'? It accepts: runner, dataloader, max_epochs, val_begin, val_interval, "
+                          "dynamic_intervals.")
+

@@ -36,6 +36,12 @@ SAME_NAME = ('input_proj.', 'reference_points.', 'cls_branches.', 'reg_branches.
 
 
 DERIVED = ('code_weights', 'project')
+# A checkpoint of which fewer tensors than this fraction map is another family's, or not a detector's.
+MIN_MAPPED_FRACTION = 0.5
+
+
+class CheckpointFamilyError(ValueError):
+    """A checkpoint given to the converter of another family: no head key, or almost nothing, maps."""
 
 
 @dataclass
@@ -68,8 +74,13 @@ def last_regression_layer(keys: list[str]) -> set[str]:
     return {f'{branch}.{index}.{kind}' for branch, index in last.items() for kind in ('weight', 'bias')}
 
 
-def convert_petr_state_dict(state_dict: Mapping[str, torch.Tensor]) -> Conversion:
-    """A released PETR or 3DPPE state dict -> vispe :class:`PETRDetector` keys (see the module docstring)."""
+def convert_petr_state_dict(state_dict: Mapping[str, torch.Tensor], source: str = 'the checkpoint') -> Conversion:
+    """A released PETR or 3DPPE state dict -> vispe :class:`PETRDetector` keys (see the module docstring).
+
+    Raises:
+        CheckpointFamilyError: no key of PETR's head (``pts_bbox_head.``) maps, or fewer than
+            :data:`MIN_MAPPED_FRACTION` of the tensors do: the file is another family's (``source`` names it).
+    """
     converted: dict[str, torch.Tensor] = {}
     unmapped: list[str] = []
     derived: list[str] = []
@@ -99,4 +110,20 @@ def convert_petr_state_dict(state_dict: Mapping[str, torch.Tensor]) -> Conversio
             derived.append(HEAD + key)
         else:
             unmapped.append(HEAD + key)
-    return Conversion(converted, unmapped, derived)
+    conversion = Conversion(converted, unmapped, derived)
+    check_family(conversion, state_dict, source)
+    return conversion
+
+
+def check_family(conversion: Conversion, state_dict: Mapping[str, torch.Tensor], source: str) -> None:
+    """Refuse a conversion in which no head key, or fewer than :data:`MIN_MAPPED_FRACTION` of the tensors, mapped."""
+    head = sum(not key.startswith('backbone.') for key in conversion.state_dict)
+    mapped, total = len(conversion.state_dict) + len(conversion.derived), len(state_dict)
+    if head and mapped >= MIN_MAPPED_FRACTION * total:
+        return
+    unmapped = ', '.join(conversion.unmapped[:3]) + (', ...' if len(conversion.unmapped) > 3 else '')
+    raise CheckpointFamilyError(
+        f'{source} is not a PETR / 3DPPE checkpoint: {mapped} of its {total} tensors map onto PETRDetector, '
+        f'{head} of them in the head (pts_bbox_head.*), and a conversion needs the head and at least '
+        f'{MIN_MAPPED_FRACTION:.0%} of the tensors. Unmapped keys: {unmapped or "none"}. Convert a checkpoint of '
+        f"the authors' PETR or 3DPPE release (its keys start with img_backbone., img_neck., pts_bbox_head.).")
