@@ -31,7 +31,7 @@ from typing import Any
 from vispe.files import write_atomically
 
 __all__ = ['BitstreamError', 'MAGIC', 'SIGNED_MAGIC', 'SignatureError', 'UnverifiedSignatureWarning', 'pack',
-           'read_bitstream', 'read_key', 'unpack', 'write_bitstream']
+           'key_option', 'read_bitstream', 'read_key', 'unpack', 'write_bitstream']
 
 MAGIC = b'VGS1'
 SIGNED_MAGIC = b'VGS2'
@@ -165,3 +165,18 @@ def read_key(path: str | os.PathLike) -> bytes:
     if not key:
         raise ValueError(f'{path}: the key file is empty; write a key into it, e.g. head -c 32 /dev/urandom > {path}.')
     return key
+
+
+def key_option(path: Path | None, option: str = '--key-file') -> bytes | None:
+    """The key of a tool's ``--key-file`` option (None when not given); a missing or empty file raises
+    :class:`~vispe.engine.arguments.InvalidArgument`."""
+    from vispe.engine.arguments import InvalidArgument
+
+    if path is None:
+        return None
+    try:
+        return read_key(path)
+    except (FileNotFoundError, ValueError):
+        problem = 'is empty' if path.is_file() else 'is not a file'
+        raise InvalidArgument(option, path, problem, f'write the key into it, e.g. head -c 32 /dev/urandom > '
+                              f'{path}, and give the same file to compress.py and decompress.py') from None

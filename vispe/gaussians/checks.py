@@ -16,6 +16,8 @@ __all__ = ['QuantisationWarning', 'check_centre_grid', 'check_collapse', 'check_
            'collapsed_groups']
 
 FLOAT16_MAX = float(np.finfo(np.float16).max)
+# The largest centre error (half a grid step) warned about, as a fraction of the median Gaussian's width.
+GRID_TOLERANCE = 0.1
 # A centre is an outlier when it lies beyond the 1st–99th percentile box widened by its own width on each side.
 OUTLIER_PERCENTILES = (1.0, 99.0)
 
@@ -25,12 +27,13 @@ class QuantisationWarning(UserWarning):
 
 
 def check_centre_grid(xyz: np.ndarray, scale: np.ndarray) -> None:
-    """Warn when the 16-bit centre grid's step exceeds the median Gaussian's width (the geometric mean of its
-    three scales), naming the step, the Gaussians far outside the rest and the step without them."""
+    """Warn when the 16-bit centre grid moves centres by more than a tenth of the median Gaussian's width (the
+    geometric mean of its three scales), naming the step, the Gaussians far outside the rest and the step without
+    them."""
     low, high = xyz.min(0).astype(np.float64), xyz.max(0).astype(np.float64)
     step = float((high - low).max()) / GRID_MAX
     width = float(np.median(np.exp(scale.astype(np.float64).mean(1))))
-    if step <= width:
+    if step / 2 <= GRID_TOLERANCE * width:
         return
     lower, upper = np.percentile(xyz.astype(np.float64), OUTLIER_PERCENTILES, axis=0)
     margin = upper - lower
@@ -38,7 +41,7 @@ def check_centre_grid(xyz: np.ndarray, scale: np.ndarray) -> None:
     outliers = int((~inside).sum())
     text = (f'the centres\' 16-bit grid has a step of {step:.4g} scene units (metres in a metric scene): the scene '
             f'box spans {(high - low).max():.4g} along its longest side, so each centre moves by up to '
-            f'{step / 2:.4g}, more than the median Gaussian\'s width {width:.4g}')
+            f'{step / 2:.4g}, more than a tenth of the median Gaussian\'s width {width:.4g}')
     if outliers and inside.any():
         rest = float(np.ptp(xyz[inside].astype(np.float64), axis=0).max())
         text += (f'. {outliers} Gaussian(s) lie far outside the rest (beyond the {OUTLIER_PERCENTILES[0]:g}th-'

@@ -83,7 +83,8 @@ def _check_finite_points(xyz: np.ndarray, rgb: np.ndarray, caller: str) -> None:
         bad = np.nonzero(~np.isfinite(values).all(1))[0]
         if len(bad):
             raise ValueError(f'{caller}: {name} of {len(bad)} point(s) is NaN or infinite (first: point {bad[0]}, '
-                             f'{values[bad[0]].tolist()}); drop those points first (e.g. xyz[np.isfinite(xyz).all(1)]).')
+                             f'{values[bad[0]].tolist()}); drop those points first '
+                             f'(e.g. keep = np.isfinite(xyz).all(1) & np.isfinite(rgb).all(1)).')
 
 
 def rotation_to_quaternion(rotation: np.ndarray) -> np.ndarray:

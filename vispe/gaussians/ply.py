@@ -71,11 +71,14 @@ class GaussianCloud:
 
     def __post_init__(self) -> None:
         for field in fields(self):
+            given = getattr(self, field.name)
             try:
-                values = np.ascontiguousarray(getattr(self, field.name), dtype=np.float32)
+                if given is None:
+                    raise TypeError('None')
+                values = np.ascontiguousarray(given, dtype=np.float32)
             except (TypeError, ValueError) as error:
-                raise TypeError(f'{field.name} of type {type(getattr(self, field.name)).__name__} is not an array of '
-                                f'numbers ({error}); give a numeric (float) array.') from None
+                raise TypeError(f'{field.name} of type {type(given).__name__} is not an array of numbers ({error}); '
+                                f'give a numeric (float) array.') from None
             setattr(self, field.name, values)
         self.validate()
         note = self.scale_convention_note()
@@ -125,8 +128,9 @@ class GaussianCloud:
         norms = np.linalg.norm(self.rotation.astype(np.float64), axis=1)
         zero = np.nonzero(norms < MIN_QUATERNION_NORM)[0]
         if len(zero):
+            first = self.rotation[zero[0]].tolist()
             raise ValueError(f'{prefix}rotation holds {len(zero)} zero quaternion(s) (norm below '
-                             f'{MIN_QUATERNION_NORM:g}; first: index {zero[0]}, value {self.rotation[zero[0]].tolist()}), '
+                             f'{MIN_QUATERNION_NORM:g}; first: index {zero[0]}, value {first}), '
                              f'which are no rotation: replace them with unit quaternions (e.g. the identity '
                              f'[1, 0, 0, 0]) or drop those Gaussians.')
 
