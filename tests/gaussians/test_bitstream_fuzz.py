@@ -114,6 +114,7 @@ def test_the_tools_sign_and_verify(tmp_path: Path, capsys: pytest.CaptureFixture
     vgs = tmp_path / 'scene.vgs'
     assert compress_tool.main([str(ply), str(vgs), '--codec', 'factorized', '--key-file',
                                str(tmp_path / 'scene.key')]) == 0
+    assert 'signed (HMAC-SHA256)' in capsys.readouterr().out
     assert read_bitstream(vgs, KEY)[0]['codec'] == 'factorized'
     assert decompress_tool.main([str(vgs), str(tmp_path / 'a.ply'), '--key-file', str(tmp_path / 'scene.key')]) == 0
     with pytest.warns(UnverifiedSignatureWarning, match='scene.vgs is signed but was read without a key'):

@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     context = (f"; context C {model['tri_channels']}, R {model['tri_resolution']}, hidden {model['hidden']}, "
                f"K {model['knn']}" if args.codec == 'triplane' else '')
     print(f'{len(cloud)} Gaussians -> {args.out}: {len(data)} bytes, {8 * len(data) / len(cloud):.2f} bits per '
-          f'Gaussian ({args.codec}, step scale {args.step_scale:g}, {seconds:.1f} s{context}); sections (bytes): '
+          f'Gaussian ({args.codec}, step scale {args.step_scale:g}, {seconds:.1f} s{context}'
+          f'{", signed (HMAC-SHA256)" if args.key else ""}); sections (bytes): '
           f'{sections}')
     return 0
 
