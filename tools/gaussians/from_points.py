@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vispe.engine.arguments import InvalidArgument, output_file, reported_by, run_main
+from vispe.engine.arguments import InvalidArgument, non_negative_int, output_file, positive_float, reported_by, run_main
 from vispe.gaussians import write_gaussians_ply
 from vispe.gaussians.init import fit_to_neighbours, gaussians_from_points
 from vispe.gaussians.sources import STEREO_MOTORCYCLE, coloured_points
@@ -30,10 +30,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('source', help=f"'{STEREO_MOTORCYCLE}', an mv-scenes root, or a coloured .ply/.pcd/.npy")
     parser.add_argument('out', type=Path, help='the Gaussians (.ply)')
-    parser.add_argument('--sample', type=int, default=0, help='mv-scenes: the sample index in --split (0)')
+    parser.add_argument('--sample', type=non_negative_int, default=0, help='mv-scenes: the sample index in --split (0)')
     parser.add_argument('--split', default='test-rig1', help='mv-scenes: the split (test-rig1)')
     parser.add_argument('--sh-degree', type=int, choices=range(4), default=3, help='SH degree of the file (3)')
-    parser.add_argument('--voxel-size', type=float, default=None, help='first thin the cloud on this voxel grid')
+    parser.add_argument('--voxel-size', type=positive_float, default=None,
+                        help='first thin the cloud on this voxel grid')
     parser.add_argument('--fit', choices=('none', 'neighbours'), default='none',
                         help="'neighbours': fit every attribute to the 16 nearest points (varied attributes; "
                              "vispe.gaussians.init.fit_to_neighbours); 'none': 3DGS's initialisation")
@@ -43,8 +44,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if args.source != STEREO_MOTORCYCLE and not Path(args.source).exists():
             raise InvalidArgument('source', args.source, 'is neither a file, a folder nor '
                                   f"'{STEREO_MOTORCYCLE}'", 'give a coloured point cloud or an mv-scenes root')
-        if args.voxel_size is not None and args.voxel_size <= 0:
-            raise InvalidArgument('--voxel-size', args.voxel_size, 'is not positive', 'give a size in scene units')
     return args
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from vispe.engine.arguments import existing_file, reported_by, run_main, writable_output
 from vispe.evaluation.sweep import json_safe, write_atomically
 from vispe.gaussians import read_gaussians_ply
+from vispe.gaussians.bitstream import key_option
 from vispe.gaussians.report import bitstream_report
 
 GROUPS = ('f_dc', 'f_rest', 'opacity', 'scale', 'rotation')
@@ -30,9 +31,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('ply', type=Path, help='the scene the bitstreams were compressed from (.ply)')
     parser.add_argument('bitstreams', type=Path, nargs='+', help='.vgs files')
     parser.add_argument('--out', type=Path, default=None, help='stem of the .json, .csv and .png outputs')
+    parser.add_argument('--key-file', type=Path, default=None,
+                        help='verify every bitstream\'s HMAC-SHA256 signature under the bytes of this file')
     args = parser.parse_args(argv)
     with reported_by(parser):
         existing_file(args.ply, 'ply')
+        args.key = key_option(args.key_file)
         for path in args.bitstreams:
             existing_file(path, 'bitstreams')
         if args.out is not None:
@@ -92,7 +96,7 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     source = read_gaussians_ply(args.ply)
-    rows = [bitstream_report(source, path) for path in args.bitstreams]
+    rows = [bitstream_report(source, path, args.key) for path in args.bitstreams]
     text = table(rows)
     print(f'{args.ply}: {len(source)} Gaussians, SH degree {source.sh_degree}, {args.ply.stat().st_size} bytes\n{text}')
     if args.out is not None:

@@ -23,6 +23,7 @@ import copy
 import hashlib
 import math
 import time
+import warnings
 import zlib
 from dataclasses import asdict, dataclass, field, replace
 
@@ -30,6 +31,8 @@ import numpy as np
 import torch
 
 from vispe.gaussians.bitstream import BitstreamError, pack, unpack
+from vispe.gaussians.checks import (QuantisationWarning, check_centre_grid, check_collapse, check_float16,
+                                    check_rotations)
 from vispe.gaussians.context import TriPlaneContext
 from vispe.gaussians.entropy import coding_parameters, decode_symbols, encode_symbols, gaussian_bits
 from vispe.gaussians.layout import (AttributeGroups, decode_positions, dequantize_positions, encode_positions,
@@ -66,9 +69,24 @@ class CodecConfig:
     def __post_init__(self) -> None:
         if self.codec not in CODECS:
             raise ValueError(f'Unknown codec {self.codec!r}; choose one of {", ".join(CODECS)}.')
-        if not self.step_scale > 0 or self.steps < 0 or self.batch < 1 or self.knn < 1:
-            raise ValueError(f'step_scale must be > 0, steps ≥ 0, batch ≥ 1 and knn ≥ 1; got {self.step_scale}, '
-                             f'{self.steps}, {self.batch}, {self.knn}.')
+        for name, example in (('step_scale', '0.5, 1 or 2'), ('lr', '5e-3')):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value <= 0:
+                raise ValueError(f'{name} {value!r} is not a finite number above 0; give e.g. {example}.')
+        for name, minimum in INTEGER_MINIMUMS.items():
+            value = getattr(self, name)
+            if value is None and name in MODEL_OPTIONS:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+                raise ValueError(f'{name} {value!r} is not a whole number of at least {minimum}; give e.g. '
+                                 f'{getattr(CodecConfig, name) or minimum}'
+                                 f'{" (or None to size the model by the scene)" if name in MODEL_OPTIONS else ""}.')
+
+
+# The least value of each integer option; a model size left at None follows the scene.
+INTEGER_MINIMUMS = dict(steps=0, batch=1, knn=1, tri_channels=1, tri_resolution=2, hidden=1, seed=-2 ** 63)
+MODEL_OPTIONS = ('tri_channels', 'tri_resolution', 'hidden')
 
 
 # Context model sizes (C, R, hidden), largest first; the model is stored in float16 with the bitstream.
@@ -80,14 +98,34 @@ def model_size(config: CodecConfig, count: int, width: int, groups: int) -> Code
     """``config`` with its unset model size filled in: the largest of :data:`MODEL_SIZES` whose float16 weights
     cost at most 12 bits per Gaussian (the smallest if none does), so that the context pays for itself on small
     scenes too (on a 13.9k-Gaussian scene the largest costs 95 bits per Gaussian, more than it saves)."""
-    def weights(channels: int, resolution: int, hidden: int) -> int:
-        outputs = 2 * width + groups
-        return 3 * channels * resolution ** 2 + (config.knn * 3 * channels + 4) * hidden + (hidden + 1) * outputs
-
-    chosen = next((size for size in MODEL_SIZES if 16 * weights(*size) <= MODEL_BUDGET_BITS * count), MODEL_SIZES[-1])
+    chosen = next((size for size in MODEL_SIZES if 16 * weight_count(config.knn, width, groups, *size)
+                   <= MODEL_BUDGET_BITS * count), MODEL_SIZES[-1])
     given = (config.tri_channels, config.tri_resolution, config.hidden)
     channels, resolution, hidden = (value if value is not None else default for value, default in zip(given, chosen))
     return replace(config, tri_channels=channels, tri_resolution=resolution, hidden=hidden)
+
+
+def weight_count(knn: int, width: int, groups: int, channels: int, resolution: int, hidden: int) -> int:
+    """The context model's weights: the planes and the MLP (see :class:`TriPlaneContext`)."""
+    outputs = 2 * width + groups
+    return 3 * channels * resolution ** 2 + (knn * 3 * channels + 4) * hidden + (hidden + 1) * outputs
+
+
+def _check_model_options(config: CodecConfig, count: int, groups: AttributeGroups) -> None:
+    """Refuse a context larger than the scene's neighbourhoods (``knn`` > N); warn when the float16 model alone
+    outweighs the scene in float32 (the file cannot be smaller than the input)."""
+    if config.knn > count:
+        raise ValueError(f'knn {config.knn} exceeds the {count} Gaussian(s) of the scene: the context reads each '
+                         f'Gaussian and its K − 1 nearest others; give knn of at most {count} (4 by default).')
+    model_bytes = 2 * weight_count(config.knn, groups.width, len(groups.sizes), config.tri_channels,
+                                   config.tri_resolution, config.hidden)
+    scene_bytes = 4 * count * (3 + groups.width)
+    if model_bytes > scene_bytes:
+        warnings.warn(f'the context model (tri_channels {config.tri_channels}, tri_resolution '
+                      f'{config.tri_resolution}, hidden {config.hidden}) stores {model_bytes} bytes, more than the '
+                      f'{count} Gaussians take in float32 ({scene_bytes} bytes), so the file cannot be smaller than '
+                      f'the input: make it smaller or leave the sizes to the scene (None).', QuantisationWarning,
+                      stacklevel=3)
 
 
 def grid_neighbours(grid: np.ndarray, k: int) -> np.ndarray:
@@ -204,9 +242,15 @@ def _group_columns(groups: AttributeGroups) -> list[tuple[str, list[int]]]:
     return [(name, list(range(part.start, part.stop))) for name, part in groups.slices().items()]
 
 
-def compress(cloud: GaussianCloud, config: CodecConfig | None = None) -> bytes:
+def compress(cloud: GaussianCloud, config: CodecConfig | None = None, key: bytes | None = None) -> bytes:
     """The ``.vgs`` bytes of ``cloud`` under ``config`` (training statistics in ``config.stats``; the model size
-    it used in the header's ``config``)."""
+    it used in the header's ``config``), signed under ``key`` when given (:mod:`vispe.gaussians.bitstream`).
+
+    Refused (ValueError, before any training where possible): ``knn`` above the number of Gaussians, a step scale
+    that quantises every attribute to one value, quaternions that would decode to zero, values beyond float16's
+    range in the float16 codec. Warned (:class:`~vispe.gaussians.checks.QuantisationWarning`): a centre grid
+    coarser than the Gaussians (e.g. one far outlier), a group quantised to one value, a model larger than the
+    scene."""
     config = config or CodecConfig()
     cloud.validate()
     start = time.perf_counter()
@@ -214,9 +258,16 @@ def compress(cloud: GaussianCloud, config: CodecConfig | None = None) -> bytes:
     config = model_size(config, len(cloud), groups.width, len(groups.sizes))
     header = dict(codec=config.codec, count=len(cloud), rest=groups.rest, config=asdict(config) | {'stats': None})
     if config.codec == 'float16':
-        rows = np.concatenate([cloud.xyz, groups.matrix(cloud)], axis=1).astype(np.float16)
+        rows = np.concatenate([cloud.xyz, groups.matrix(cloud)], axis=1)
+        names = cloud.property_names()
+        check_float16(rows, names[:3] + names[6:])
+        rows = rows.astype(np.float16)
+        check_rotations(rows[:, -4:], cloud.rotation, np.arange(len(cloud)), 'float16')
         sections = {'rows': zlib.compress(rows.tobytes(), 9)}
-        return pack(dict(header, encode_seconds=round(time.perf_counter() - start, 3)), sections)
+        return pack(dict(header, encode_seconds=round(time.perf_counter() - start, 3)), sections, key)
+    if config.codec == 'triplane':
+        _check_model_options(config, len(cloud), groups)
+    check_centre_grid(cloud.xyz, cloud.scale)
     low, high = cloud.xyz.min(0), cloud.xyz.max(0)
     grid = quantize_positions(cloud.xyz, low, high)
     order, position_bytes = encode_positions(grid)
@@ -229,6 +280,7 @@ def compress(cloud: GaussianCloud, config: CodecConfig | None = None) -> bytes:
     if config.codec == 'factorized':
         mean, scale, factors = _factorized_model(stats, len(cloud), groups)
     else:
+        check_collapse(attributes, base / STEP_GRID, groups, config.step_scale, BASE_STEPS, refuse_only=True)
         xyz = dequantize_positions(grid, low, high)
         neighbours = grid_neighbours(grid, config.knn)
         box = scene_box(low.astype(np.float64), high.astype(np.float64))
@@ -240,25 +292,45 @@ def compress(cloud: GaussianCloud, config: CodecConfig | None = None) -> bytes:
         _load_model_bytes(model, sections['model'])              # code with exactly what the decoder will read
         mean, scale, factors = _coding_model(model, xyz, neighbours, *box)
     step = base * factors[:, groups.group_index()]
+    check_collapse(attributes, step, groups, config.step_scale, BASE_STEPS)
     symbols = np.rint(attributes / step).astype(np.int64)
+    rotation = groups.slices()['rotation']
+    check_rotations(symbols[:, rotation], attributes[:, rotation], order,
+                    f'the rotation step {BASE_STEPS["rotation"] * config.step_scale:g} (step scale '
+                    f'{config.step_scale:g}{", times the learned factors" if config.codec == "triplane" else ""})')
     means, stds = coding_parameters(mean, scale, step)
     header['ranges'] = np.stack([symbols.min(0), symbols.max(0)], axis=1).tolist()
     header['parameter_hash'] = _parameter_hash(means, stds, factors)
     for name, columns in _group_columns(groups):
         sections[f'group_{name}'] = encode_symbols(
             [(symbols[:, j], means[:, j], stds[:, j], *header['ranges'][j]) for j in columns]).tobytes()
-    return pack(dict(header, encode_seconds=round(time.perf_counter() - start, 3)), sections)
+    return pack(dict(header, encode_seconds=round(time.perf_counter() - start, 3)), sections, key)
 
 
-def decompress(data: bytes, source: str = 'bitstream') -> GaussianCloud:
+def decompress(data: bytes, source: str = 'bitstream', key: bytes | None = None) -> GaussianCloud:
     """The Gaussians of ``.vgs`` bytes: centres in Morton order (the set of the input's, on the 16-bit grid),
-    attributes dequantised; :class:`BitstreamError` naming ``source`` for anything that does not check out."""
-    header, sections = unpack(data, source)
+    attributes dequantised; :class:`BitstreamError` naming ``source`` for anything that does not check out (see
+    :mod:`vispe.gaussians.bitstream` for what that covers: damage always, tampering only with ``key``)."""
+    header, sections = unpack(data, source, key)
+    codec = header.get('codec')
+    if codec not in CODECS:
+        raise BitstreamError(f'{source} was written with codec {codec!r}; this vispe decodes {", ".join(CODECS)}: '
+                             f'decode it with the program that wrote it (or a newer vispe), or compress the .ply '
+                             f'again with tools/gaussians/compress.py.')
     try:
-        count, groups = int(header['count']), AttributeGroups(int(header['rest']))
-        codec = header['codec']
-    except (KeyError, TypeError, ValueError):
-        raise BitstreamError(f'{source}: the header lacks the codec, count or SH layout.') from None
+        return _decode(header, sections, codec, source)
+    except BitstreamError:
+        raise
+    except Exception as error:
+        message = str(error).splitlines()[0] if str(error) else ''
+        raise BitstreamError(f'{source} passes its CRC-32 but does not decode ({type(error).__name__}: {message}): '
+                             f'it was not written by this vispe\'s compress, or was edited and its CRC recomputed; '
+                             f'compress the .ply again.') from error
+
+
+def _decode(header: dict, sections: dict[str, bytes], codec: str, source: str) -> GaussianCloud:
+    """The scene of an unpacked bitstream of ``codec`` (any inconsistency raises; :func:`decompress` names it)."""
+    count, groups = int(header['count']), AttributeGroups(int(header['rest']))
     if codec == 'float16':
         rows = np.frombuffer(zlib.decompress(sections['rows']), np.float16).reshape(count, 3 + groups.width)
         return groups.cloud(rows[:, :3].astype(np.float32), rows[:, 3:].astype(np.float32))
@@ -269,14 +341,12 @@ def decompress(data: bytes, source: str = 'bitstream') -> GaussianCloud:
     base = _base_steps(groups, header['config']['step_scale'])
     if codec == 'factorized':
         mean, scale, factors = _factorized_model(stats, count, groups)
-    elif codec == 'triplane':
+    else:
         model = _build_model(header, groups, stats.copy())
         _load_model_bytes(model, sections['model'])
         neighbours = grid_neighbours(grid, header['config']['knn'])
         mean, scale, factors = _coding_model(model, xyz, neighbours,
                                              *scene_box(low.astype(np.float64), high.astype(np.float64)))
-    else:
-        raise BitstreamError(f'{source}: unknown codec {codec!r} (this vispe reads {", ".join(CODECS)}).')
     step = base * factors[:, groups.group_index()]
     means, stds = coding_parameters(mean, scale, step)
     if _parameter_hash(means, stds, factors) != header['parameter_hash']:

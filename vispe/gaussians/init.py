@@ -46,6 +46,10 @@ def gaussians_from_points(xyz: np.ndarray, rgb: np.ndarray, sh_degree: int = 3, 
     rgb = np.asarray(rgb, dtype=np.float32)
     if xyz.ndim != 2 or xyz.shape[1] != 3 or rgb.shape != xyz.shape:
         raise ValueError(f'gaussians_from_points: xyz {xyz.shape} and rgb {rgb.shape} must both be (N, 3).')
+    _check_finite_points(xyz, rgb, 'gaussians_from_points')
+    if sh_degree not in range(4):
+        raise ValueError(f'gaussians_from_points: sh_degree {sh_degree!r} is not one 3DGS renders; give 0, 1, 2 or 3.')
+    _check_neighbours(neighbours, 1, 'gaussians_from_points', 'the scale averages over them; 3DGS uses 3')
     if len(xyz) <= neighbours:
         raise ValueError(f'gaussians_from_points: {len(xyz)} point(s); the scale of a Gaussian averages the distance '
                          f'to its {neighbours} nearest others, so give at least {neighbours + 1} points.')
@@ -65,6 +69,22 @@ def gaussians_from_points(xyz: np.ndarray, rgb: np.ndarray, sh_degree: int = 3, 
 
 
 SH_C1 = 0.4886025119029199
+
+
+def _check_neighbours(neighbours: object, minimum: int, caller: str, why: str) -> None:
+    """Refuse a neighbour count that is no whole number of at least ``minimum``."""
+    if isinstance(neighbours, bool) or not isinstance(neighbours, (int, np.integer)) or neighbours < minimum:
+        raise ValueError(f'{caller}: neighbours {neighbours!r} is not a whole number of at least {minimum} ({why}).')
+
+
+def _check_finite_points(xyz: np.ndarray, rgb: np.ndarray, caller: str) -> None:
+    """Refuse NaN or infinite coordinates or colours, naming the first such point and its value."""
+    for name, values in (('xyz', xyz), ('rgb', rgb)):
+        bad = np.nonzero(~np.isfinite(values).all(1))[0]
+        if len(bad):
+            raise ValueError(f'{caller}: {name} of {len(bad)} point(s) is NaN or infinite (first: point {bad[0]}, '
+                             f'{values[bad[0]].tolist()}); drop those points first '
+                             f'(e.g. keep = np.isfinite(xyz).all(1) & np.isfinite(rgb).all(1)).')
 
 
 def rotation_to_quaternion(rotation: np.ndarray) -> np.ndarray:
@@ -91,6 +111,13 @@ def fit_to_neighbours(cloud: GaussianCloud, rgb: np.ndarray, neighbours: int = 1
 
     if cloud.sh_degree < 1:
         raise ValueError('fit_to_neighbours writes degree-1 SH coefficients: give a cloud of SH degree 1 or more.')
+    rgb = np.asarray(rgb, np.float32)
+    if rgb.shape != (len(cloud), 3):
+        raise ValueError(f'fit_to_neighbours: rgb has shape {rgb.shape}; give one colour per Gaussian, '
+                         f'({len(cloud)}, 3), in the order of the cloud.')
+    _check_finite_points(cloud.xyz, rgb, 'fit_to_neighbours')
+    _check_neighbours(neighbours, 4, 'fit_to_neighbours', 'a principal-axis fit and a colour gradient need at '
+                      'least 4 points; 16 by default')
     xyz = cloud.xyz.astype(np.float64)
     index, distances = knn(cloud.xyz, cloud.xyz, min(neighbours, len(xyz)))
     index, distances = index.numpy(), distances.numpy()
@@ -99,6 +126,9 @@ def fit_to_neighbours(cloud: GaussianCloud, rgb: np.ndarray, neighbours: int = 1
     eigenvalues, eigenvectors = np.linalg.eigh(covariance)
     eigenvectors[np.linalg.det(eigenvectors) < 0, :, 0] *= -1                   # proper rotations
     extent = float(np.ptp(xyz, axis=0).max())
+    if extent == 0:
+        raise ValueError(f'fit_to_neighbours: all {len(xyz)} centres are the same point {xyz[0].tolist()}; a '
+                         f'neighbourhood fit needs points that spread out (give distinct points).')
     scale = np.log(np.maximum(np.sqrt(np.maximum(eigenvalues, 0)), 1e-4 * extent))
     spacing = distances[:, 1:].mean(1)
     density = np.clip(np.median(spacing) / np.maximum(spacing, 1e-12), 0.05, 0.95)

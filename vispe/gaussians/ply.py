@@ -13,6 +13,7 @@ unnormalised quaternion (w, x, y, z). Normals are written as zeros by 3DGS and k
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -20,10 +21,18 @@ import numpy as np
 
 from vispe.files import write_atomically
 
-__all__ = ['GaussianCloud', 'read_gaussians_ply', 'sh_degree_of', 'write_gaussians_ply']
+__all__ = ['GaussianCloud', 'ScaleConventionWarning', 'read_gaussians_ply', 'sh_degree_of', 'write_gaussians_ply']
 
+# exp of a log-scale above this overflows float32; a quaternion below this norm is no rotation (the renderers'
+# normalisation divides by at least 1e-12).
+MAX_LOG_SCALE = float(np.log(np.finfo(np.float32).max))
+MIN_QUATERNION_NORM = 1e-12
 # The SH coefficient counts per colour channel beyond the DC term, by degree (3DGS renders degrees 0..3).
 REST_COUNTS = {(degree + 1) ** 2 - 1: degree for degree in range(4)}
+
+
+class ScaleConventionWarning(UserWarning):
+    """Log-scales that look like linear scales (:meth:`GaussianCloud.scale_convention_note`)."""
 
 
 def sh_degree_of(rest_per_channel: int) -> int:
@@ -45,8 +54,11 @@ class GaussianCloud:
         f_dc: (N, 3) SH DC coefficient per colour channel.
         f_rest: (N, 3, M) higher SH coefficients, channel-major, M = (d+1)² − 1 (0 for degree 0).
         opacity: (N,) opacity logits.
-        scale: (N, 3) log-scales.
-        rotation: (N, 4) quaternions (w, x, y, z), unnormalised.
+        scale: (N, 3) log-scales (each below ~88.7, where exp overflows float32).
+        rotation: (N, 4) quaternions (w, x, y, z), unnormalised but non-zero.
+
+    Construction validates (:meth:`validate`: a ValueError naming the attribute, the first bad Gaussian's index and
+    value, and the fix) and warns (:class:`ScaleConventionWarning`) when the log-scales look linear.
     """
 
     xyz: np.ndarray
@@ -59,8 +71,19 @@ class GaussianCloud:
 
     def __post_init__(self) -> None:
         for field in fields(self):
-            setattr(self, field.name, np.ascontiguousarray(getattr(self, field.name), dtype=np.float32))
+            given = getattr(self, field.name)
+            try:
+                if given is None:
+                    raise TypeError('None')
+                values = np.ascontiguousarray(given, dtype=np.float32)
+            except (TypeError, ValueError) as error:
+                raise TypeError(f'{field.name} of type {type(given).__name__} is not an array of numbers ({error}); '
+                                f'give a numeric (float) array.') from None
+            setattr(self, field.name, values)
         self.validate()
+        note = self.scale_convention_note()
+        if note:
+            warnings.warn(note, ScaleConventionWarning, stacklevel=3)
 
     def __len__(self) -> int:
         return self.xyz.shape[0]
@@ -70,18 +93,21 @@ class GaussianCloud:
         return sh_degree_of(self.f_rest.shape[2])
 
     def validate(self, source: str = '') -> None:
-        """Shapes agree, the SH count is a degree, every value is finite, and there is at least one Gaussian;
-        errors start with ``source`` (a file's path) when given."""
+        """Shapes agree, the SH count is a degree, every value is finite, every log-scale has a finite exp, every
+        quaternion is non-zero, and there is at least one Gaussian; errors start with ``source`` (a file's path)
+        when given."""
         prefix = f'{source}: ' if source else ''
-        count = self.xyz.shape[0] if self.xyz.ndim == 2 else -1
-        expected = dict(xyz=(count, 3), normals=(count, 3), f_dc=(count, 3), opacity=(count,), scale=(count, 3),
-                        rotation=(count, 4))
+        if self.xyz.ndim != 2 or self.xyz.shape[1] != 3:
+            raise ValueError(f'{prefix}xyz has shape {self.xyz.shape}; give the centres as an (N, 3) array.')
+        count = self.xyz.shape[0]
+        expected = dict(normals=(count, 3), f_dc=(count, 3), opacity=(count,), scale=(count, 3), rotation=(count, 4))
         for name, shape in expected.items():
             if getattr(self, name).shape != shape:
                 raise ValueError(f'{prefix}{name} has shape {getattr(self, name).shape}, expected {shape} '
-                                 f'(N = {count} Gaussians).')
+                                 f'(N = {count} Gaussians, from xyz).')
         if self.f_rest.ndim != 3 or self.f_rest.shape[:2] != (count, 3):
-            raise ValueError(f'{prefix}f_rest has shape {self.f_rest.shape}, expected ({count}, 3, M), channel-major.')
+            raise ValueError(f'{prefix}f_rest has shape {self.f_rest.shape}, expected ({count}, 3, M), channel-major '
+                             f'(a flat (N, 3·M) array of f_rest_* columns: reshape it to (N, 3, M)).')
         sh_degree_of(self.f_rest.shape[2])
         if count == 0:
             raise ValueError(f'{prefix}the scene holds no Gaussians: an empty scene has nothing to render or compress.')
@@ -92,7 +118,36 @@ class GaussianCloud:
                 rows = np.unique(np.nonzero(bad)[0])
                 what = 'non-finite log-scales' if field.name == 'scale' else 'NaN or infinite values'
                 raise ValueError(f'{prefix}{field.name} has {what} in {len(rows)} Gaussian(s) (first: index '
-                                 f'{rows[0]}); remove or repair them before saving or compressing.')
+                                 f'{rows[0]}, value {values[rows[0]].tolist()}); remove those Gaussians or repair '
+                                 f'their values before saving or compressing.')
+        too_large = np.nonzero((self.scale > MAX_LOG_SCALE).any(1))[0]
+        if len(too_large):
+            raise ValueError(f'{prefix}scale holds log-scales above {MAX_LOG_SCALE:.1f} in {len(too_large)} '
+                             f'Gaussian(s) (first: index {too_large[0]}, value {self.scale[too_large[0]].tolist()}), '
+                             f'whose exp overflows float32: 3DGS stores log-scales; store np.log of linear scales.')
+        norms = np.linalg.norm(self.rotation.astype(np.float64), axis=1)
+        zero = np.nonzero(norms < MIN_QUATERNION_NORM)[0]
+        if len(zero):
+            first = self.rotation[zero[0]].tolist()
+            raise ValueError(f'{prefix}rotation holds {len(zero)} zero quaternion(s) (norm below '
+                             f'{MIN_QUATERNION_NORM:g}; first: index {zero[0]}, value {first}), '
+                             f'which are no rotation: replace them with unit quaternions (e.g. the identity '
+                             f'[1, 0, 0, 0]) or drop those Gaussians.')
+
+    def scale_convention_note(self) -> str | None:
+        """A note when the log-scales look like linear scales: every one is ≥ 0 (no Gaussian below 1 unit on any
+        axis) and the median Gaussian is over twice as wide as the centres' spacing if they filled the scene's box
+        (extent / N^(1/3); a 3DGS Gaussian is about as wide as the spacing of its neighbours). None otherwise."""
+        extent = float(np.ptp(self.xyz, axis=0).max())
+        if len(self) < 2 or extent <= 0 or self.scale.min() < 0:
+            return None
+        median, spacing = float(np.exp(np.median(self.scale))), extent / len(self) ** (1 / 3)
+        if median <= 2 * spacing:
+            return None
+        return (f'scale holds only log-scales >= 0 (min {self.scale.min():.4g}): the median Gaussian is '
+                f'{median:.4g} units wide where {len(self)} centres in a scene {extent:.4g} units across are about '
+                f'{spacing:.4g} apart; 3DGS stores log-scales, so these look like linear scales: store '
+                f'np.log(scales) instead (or ignore this if the Gaussians are really that large).')
 
     def property_names(self) -> list[str]:
         """The vertex properties in 3DGS's order."""
@@ -124,7 +179,8 @@ def write_gaussians_ply(path: str | os.PathLike, cloud: GaussianCloud) -> Path:
 
 def read_gaussians_ply(path: str | os.PathLike) -> GaussianCloud:
     """Read a 3DGS ``.ply``; a missing file, a file that is no ply or is cut short, missing properties, an SH count
-    of no degree and non-finite values each raise a ValueError (FileNotFoundError) that names the file."""
+    of no degree, non-finite values, overflowing log-scales and zero quaternions each raise a ValueError
+    (FileNotFoundError) that names the file; log-scales that look linear warn (:class:`ScaleConventionWarning`)."""
     from plyfile import PlyData
 
     path = Path(path)
@@ -158,9 +214,16 @@ def read_gaussians_ply(path: str | os.PathLike) -> GaussianCloud:
     normals = columns('nx', 'ny', 'nz') if {'nx', 'ny', 'nz'} <= present else np.zeros((len(table), 3), np.float32)
     try:
         sh_degree_of(len(rest) // 3)
-        return GaussianCloud(xyz=columns('x', 'y', 'z'), normals=normals, f_dc=columns('f_dc_0', 'f_dc_1', 'f_dc_2'),
-                             f_rest=columns(*rest).reshape(len(table), 3, len(rest) // 3),
-                             opacity=columns('opacity')[:, 0], scale=columns('scale_0', 'scale_1', 'scale_2'),
-                             rotation=columns('rot_0', 'rot_1', 'rot_2', 'rot_3'))
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore', ScaleConventionWarning)       # warned below, naming the file
+            cloud = GaussianCloud(xyz=columns('x', 'y', 'z'), normals=normals,
+                                  f_dc=columns('f_dc_0', 'f_dc_1', 'f_dc_2'),
+                                  f_rest=columns(*rest).reshape(len(table), 3, len(rest) // 3),
+                                  opacity=columns('opacity')[:, 0], scale=columns('scale_0', 'scale_1', 'scale_2'),
+                                  rotation=columns('rot_0', 'rot_1', 'rot_2', 'rot_3'))
     except ValueError as error:
         raise ValueError(f'{path}: {error}') from None
+    note = cloud.scale_convention_note()
+    if note:
+        warnings.warn(f'{path}: {note}', ScaleConventionWarning, stacklevel=2)
+    return cloud

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from vispe.gaussians.bitstream import read_bitstream
+from vispe.gaussians.bitstream import UnverifiedSignatureWarning, read_bitstream
 from vispe.gaussians.codec import BASE_STEPS, decompress
 from vispe.gaussians.layout import AttributeGroups, encode_positions, quantize_positions
 from vispe.gaussians.ply import GaussianCloud
@@ -45,11 +46,14 @@ def attribute_psnr(source: np.ndarray, decoded: np.ndarray) -> float:
     return math.inf if normalised == 0 else float(-10 * math.log10(normalised))
 
 
-def bitstream_report(source: GaussianCloud, path: str | Path) -> dict[str, Any]:
-    """One row of the report: ``source`` (the .ply that was compressed) against the bitstream at ``path``."""
-    header, sections = read_bitstream(path)
+def bitstream_report(source: GaussianCloud, path: str | Path, key: bytes | None = None) -> dict[str, Any]:
+    """One row of the report: ``source`` (the .ply that was compressed) against the bitstream at ``path`` (its
+    signature verified under ``key`` when given)."""
+    header, sections = read_bitstream(path, key)
     start = time.perf_counter()
-    decoded = decompress(Path(path).read_bytes(), str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UnverifiedSignatureWarning)          # read_bitstream warned already
+        decoded = decompress(Path(path).read_bytes(), str(path), key)
     decode_seconds = time.perf_counter() - start
     groups = AttributeGroups(source.f_rest.shape[2])
     original, centres = groups.matrix(source), source.xyz
