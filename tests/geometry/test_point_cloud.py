@@ -159,7 +159,9 @@ def test_non_finite_points(tmp_path: Path) -> None:
         with pytest.raises(PointCloudFileError, match=r'2 of 5 points have NaN or inf values \(in xyz; the first is '
                                                       r'point 1\); pass drop_nonfinite=True'):
             read_points(path)
-        assert read_points(path, drop_nonfinite=True)['xyz'].tolist() == [[0, 1, 2], [6, 7, 8], [12, 13, 14]]
+        with pytest.warns(UserWarning, match=r'dropped 2 of 5 points with NaN or inf values \(in xyz; the first is '
+                                             r'point 1\); repair the file'):
+            assert read_points(path, drop_nonfinite=True)['xyz'].tolist() == [[0, 1, 2], [6, 7, 8], [12, 13, 14]]
     np.save(tmp_path / 'all.npy', np.full((3, 6), np.nan, np.float32))
     with pytest.raises(PointCloudFileError, match=r'all 3 points have NaN or inf values \(in xyz, colours;'):
         read_points(tmp_path / 'all.npy', drop_nonfinite=True)

@@ -29,6 +29,7 @@ from PIL import Image
 from torch.utils.data import Dataset
 
 from vispe.datasets.coco_detection import IMAGENET_MEAN, IMAGENET_STD
+from vispe.datasets.nuscenes_table_checks import check_camera_channels
 from vispe.datasets.nuscenes_tables import (CAMERA_CHANNELS, DETECTION_NAMES, NuScenesTables, SensorFrame,
                                             load_points)
 from vispe.datasets.options import check_bool, check_choice, check_normalisation, check_positive_int
@@ -115,7 +116,8 @@ class MultiViewDetection(Dataset):
     (4, 4) float64, view_valid (V,) bool, depth (V, H, W) float32 metres with ``with_depth``, scene_transform
     (4, 4) float32 when flips are on in training))``. V = 6 in :data:`CAMERA_CHANNELS` order. A view without a
     key-frame record (or dropped by ``view_dropout``) is zeros with ``view_valid`` False; a missing one gets
-    placeholder cameras (identity lidar2cam, focal W at the image centre).
+    placeholder cameras (identity lidar2cam, focal W at the image centre). A camera channel missing from the
+    sensor table (e.g. renamed) is warned about at construction: its view would be missing from every sample.
 
     Args:
         data_root: nuScenes-format root (``<root>/<version>/*.json``, ``samples/``, ``depth/``).
@@ -173,6 +175,7 @@ class MultiViewDetection(Dataset):
         self.data_root = Path(data_root)
         self.split = split
         self.tables = NuScenesTables(data_root, version)
+        check_camera_channels(self.tables.tables['sensor'], self.tables.table_root / 'sensor.json', CAMERA_CHANNELS)
         self.sample_tokens = self.tables.sample_tokens(split)
         if subset is not None:
             check_positive_int(owner, 'subset', subset)

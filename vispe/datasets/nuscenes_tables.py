@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from vispe.datasets.nuscenes_table_checks import check_annotation_boxes, check_categories
 from vispe.geometry import boxes_from_nuscenes
 
 __all__ = ['CAMERA_CHANNELS', 'DETECTION_NAMES', 'LIDAR_CHANNEL', 'NuScenesTables', 'SampleAnnotations', 'SensorFrame',
@@ -218,7 +219,11 @@ class NuScenesTables:
     Raises:
         FileNotFoundError: the version folder or a required table is missing (the file is named);
         RuntimeError: a table is truncated or not json; ValueError: a record lacks a field, a token
-        it refers to is missing, or an annotation has a zero, negative or non-finite size.
+        it refers to is missing, a sample has two key frames of one channel, or an annotation has a zero,
+        negative or non-finite size.
+
+    Warns (:mod:`~vispe.datasets.nuscenes_table_checks`) when a category is not a nuScenes one (its boxes would be
+    no target). :meth:`camera_frames` refuses a channel that is neither in the sensor table nor a nuScenes camera.
     """
 
     def __init__(self, root: str | Path, version: str = 'v1.0-trainval') -> None:
@@ -243,6 +248,8 @@ class NuScenesTables:
             sensor = self.get('sensor', self._field('calibrated_sensor', record, 'sensor_token'),
                               f'calibrated_sensor {record["token"]}')
             self._channel_of_calibration[record['token']] = self._field('sensor', sensor, 'channel')
+        self.channels = frozenset(self._field('sensor', record, 'channel') for record in self.tables['sensor'])
+        check_categories(self.tables['category'], self._path('category'), _DETECTION_NAME_OF_CATEGORY)
         self._key_frames: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
         for record in self.tables['sample_data']:
             if self._field('sample_data', record, 'is_key_frame'):
@@ -250,18 +257,29 @@ class NuScenesTables:
                 channel = self._channel_of_calibration.get(calibration)
                 if channel is None:
                     self._missing('calibrated_sensor', calibration, f'sample_data {record["token"]}')
-                self._key_frames[self._field('sample_data', record, 'sample_token')][channel] = record
+                sample = self.get('sample', self._field('sample_data', record, 'sample_token'),
+                                  f'sample_data {record["token"]}')['token']
+                if channel in self._key_frames[sample]:
+                    raise ValueError(f'sample {sample} has two key-frame {channel} records in '
+                                     f'{self._path("sample_data")} ({self._key_frames[sample][channel]["token"]} and '
+                                     f'{record["token"]}): a sample has one key frame a sensor; set is_key_frame '
+                                     f'false on the other, or write the tables again.')
+                self._key_frames[sample][channel] = record
         self._samples_of_scene: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for record in self.tables['sample']:
-            self._samples_of_scene[self._field('sample', record, 'scene_token')].append(record)
+            scene = self.get('scene', self._field('sample', record, 'scene_token'), f'sample {record["token"]}')
+            self._samples_of_scene[scene['token']].append(record)
             if LIDAR_CHANNEL not in self._key_frames.get(record['token'], {}):
                 raise ValueError(f'sample {record["token"]} has no key-frame {LIDAR_CHANNEL} record in '
                                  f'{self._path("sample_data")}: the lidar frame of a sample is its {LIDAR_CHANNEL} '
                                  f'key frame; add it or remove the sample.')
         self._annotations_of_sample: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for record in self.tables['sample_annotation']:
-            self._annotations_of_sample[self._field('sample_annotation', record, 'sample_token')].append(record)
-        self._check_annotations()
+            sample = self.get('sample', self._field('sample_annotation', record, 'sample_token'),
+                              f'sample_annotation {record["token"]}')
+            self._annotations_of_sample[sample['token']].append(record)
+        check_annotation_boxes(self.tables['sample_annotation'], self._path('sample_annotation'),
+                               lambda record, key: self._field('sample_annotation', record, key), QUATERNION_NORM_TOL)
 
     def _path(self, name: str) -> Path:
         return self.table_root / f'{name}.json'
@@ -304,28 +322,6 @@ class NuScenesTables:
         if record is None:
             self._missing(table, token, referrer)
         return record
-
-    def _check_annotations(self) -> None:
-        """Refuse annotations without a finite size > 0, a finite centre and a unit rotation (vectorised)."""
-        records = self.tables['sample_annotation']
-        path = self._path('sample_annotation')
-        columns = {key: [self._field('sample_annotation', r, key) for r in records]
-                   for key in ('size', 'translation', 'rotation')}
-        try:
-            sizes, centres, rotations = (np.array(columns[key], dtype=np.float64).reshape(len(records), width)
-                                         for key, width in (('size', 3), ('translation', 3), ('rotation', 4)))
-        except (ValueError, TypeError):
-            raise ValueError(f'{path}: every annotation needs size (w, l, h) and translation (x, y, z) of 3 numbers '
-                             f'and rotation (w, x, y, z) of 4; write the table again.') from None
-        norms = np.linalg.norm(rotations, axis=1)
-        bad = ~((sizes > 0) & np.isfinite(sizes)).all(1) | ~np.isfinite(centres).all(1) | ~(
-            np.abs(norms - 1) <= QUATERNION_NORM_TOL)
-        if bad.any():
-            record = records[int(np.flatnonzero(bad)[0])]
-            raise ValueError(
-                f'annotation {record["token"]} in {path} has size (w, l, h) = {record["size"]}, translation '
-                f'{record["translation"]} and rotation {record["rotation"]} ({int(bad.sum())} such annotation(s)): a '
-                f'3D box needs width, length and height > 0, a finite centre and a unit quaternion; fix or remove it.')
 
     def scene_names(self) -> list[str]:
         """The scene names in the scene table's order."""
@@ -401,9 +397,22 @@ class NuScenesTables:
                            ego2global=ego2global, intrinsics=intrinsics,
                            image_size=(height, width) if height and width else None)
 
+    def _check_channels(self, channels: Sequence[str]) -> None:
+        """Refuse a channel that is neither in the sensor table nor a nuScenes camera (a typo would otherwise give
+        an empty view in every sample); a nuScenes camera the table lacks was warned about at loading."""
+        if isinstance(channels, str):
+            raise TypeError(f'channels must be a list of channel names, got the string {channels!r}; pass '
+                            f'[{channels!r}].')
+        unknown = [channel for channel in channels if channel not in self.channels and channel not in CAMERA_CHANNELS]
+        if unknown:
+            raise ValueError(f'channels {unknown} are not in {self._path("sensor")} (its channels: '
+                             f'{sorted(self.channels)}); pass channels from those (default: the nuScenes cameras '
+                             f'{list(CAMERA_CHANNELS)}).')
+
     def camera_frames(self, sample_token: str,
                       channels: Sequence[str] = CAMERA_CHANNELS) -> list[SensorFrame | None]:
         """The key-frame records of ``channels`` (None where the sample has none)."""
+        self._check_channels(channels)
         self.get('sample', sample_token)
         key_frames = self._key_frames.get(sample_token, {})
         return [self._frame(key_frames[channel], channel) if channel in key_frames else None for channel in channels]

@@ -32,6 +32,7 @@ from torch.utils.data import Dataset
 
 from vispe.datasets.options import check_bool, check_choice, check_non_negative_int, check_positive_int
 from vispe.geometry import transform_boxes, wrap_angle
+from vispe.geometry.point_cloud import colour_range_problem
 from vispe.registry import DATASETS, FUNCTIONS
 
 __all__ = ['MEAN_COLOR_RGB', 'SCANNET_CLASSES', 'SCANNET_CLASS_IDS', 'PointScene', 'PointScenes', 'augment_scene',
@@ -286,6 +287,9 @@ class PointScenes(Dataset):
         if bad.any():
             raise ValueError(f'{path} has {int(bad.sum())} points with NaN or inf values (first: row '
                              f'{int(np.flatnonzero(bad)[0])}); {self.fix}.')
+        problem = colour_range_problem(vert[:, 3:6], 255)
+        if problem:
+            raise ValueError(f'{path} {problem}, or {self.fix}.')
         for suffix, labels in (('ins_label', instance), ('sem_label', semantic)):
             if labels.shape != (len(vert),) or not np.issubdtype(labels.dtype, np.integer):
                 raise ValueError(f'{self._path(scene_id, suffix)} has shape {labels.shape} ({labels.dtype}), not '

@@ -107,16 +107,20 @@ class OrientedBoxes:
 class SampleBoxes(OrientedBoxes):
     """The boxes of one sample: :class:`OrientedBoxes` plus ``names`` (K,) nuScenes detection names,
     ``scores`` (K,) (ground truth: -1), ``num_pts`` (K,) lidar + radar points in the box (predictions: -1) and
-    ``velocity`` (K, 2) global-frame (vx, vy) m/s (zeros when not predicted)."""
+    ``velocity`` (K, 2) global-frame (vx, vy) m/s (zeros when not predicted); ``velocity_predicted`` says which
+    (default: whether ``velocity`` was given), and so whether the submission's attributes follow the speed."""
 
     names: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=str))
     scores: np.ndarray | None = None
     num_pts: np.ndarray | None = None
     velocity: np.ndarray | None = None
+    velocity_predicted: bool | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         count = len(self.translation)
+        predicted = self.velocity is not None if self.velocity_predicted is None else bool(self.velocity_predicted)
+        object.__setattr__(self, 'velocity_predicted', predicted)
         object.__setattr__(self, 'names', np.asarray(self.names, dtype=str).reshape(-1))
         for name in ('scores', 'num_pts'):
             value = getattr(self, name)
@@ -139,7 +143,7 @@ class SampleBoxes(OrientedBoxes):
     def select(self, keep: np.ndarray) -> SampleBoxes:
         """The boxes where ``keep`` (K,) is True."""
         return SampleBoxes(self.translation[keep], self.size[keep], self.rotation[keep], self.names[keep],
-                           self.scores[keep], self.num_pts[keep], self.velocity[keep])
+                           self.scores[keep], self.num_pts[keep], self.velocity[keep], self.velocity_predicted)
 
 
 def quaternion_yaw(rotation: np.ndarray) -> np.ndarray:

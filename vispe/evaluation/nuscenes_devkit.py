@@ -8,9 +8,17 @@ Submission format (https://www.nuscenes.org/object-detection)::
                                  "size" [w, l, h], "rotation" [w, x, y, z], "velocity" [vx, vy],
                                  "detection_name", "detection_score", "attribute_name"}, ...]}}
 
-Every sample of the evaluated split needs an entry (an empty list is allowed). Velocities are written as
-[0, 0] (the scenes are static) and attributes as :data:`DEFAULT_ATTRIBUTES` (the attribute of a parked or
-standing object of the class; none for barrier and traffic_cone).
+Every sample of the evaluated split needs an entry (an empty list is allowed).
+
+Attributes (:func:`box_attributes`): when the detector predicts velocity (boxes (K, 9)), each box's attribute
+follows its class and speed as in the nuScenes baselines (mmdetection3d's ``NuScenesDataset``): above
+:data:`MOVING_SPEED` (0.2 m/s) car, truck, bus, trailer and construction_vehicle are ``vehicle.moving``, bicycle
+and motorcycle ``cycle.with_rider``, pedestrian ``pedestrian.moving``; at or below it ``vehicle.parked`` (bus:
+``vehicle.stopped``), ``cycle.without_rider``, ``pedestrian.standing``; barrier and traffic_cone none. Without
+predicted velocity (the static rendered scenes; velocity written as [0, 0]) every box gets its class's
+:data:`DEFAULT_ATTRIBUTES` (a parked or standing object; none for barrier and traffic_cone), as before: the AAE
+then measures how often the ground truth is parked or standing, and the official NDS is not comparable to
+published numbers of velocity-predicting detectors.
 
 The devkit is imported lazily: this module imports without it. :func:`run_detection_eval` runs its
 ``DetectionEval`` on the tables in the data root; :func:`devkit_accumulate` runs its ``accumulate`` /
@@ -37,9 +45,9 @@ from vispe.evaluation.nuscenes_detection import (DETECTION_NAMES, DetectionEvalC
                                                  OrientedBoxes, SampleBoxes, check_classes)
 from vispe.geometry.boxes import boxes_to_nuscenes
 
-__all__ = ['DEFAULT_ATTRIBUTES', 'NUSCENES_TABLES', 'SUBMISSION_META', 'DevkitEvaluation', 'DevkitUnavailable',
-           'build_submission', 'detections_to_sample_boxes', 'devkit_accumulate', 'devkit_import_error',
-           'lidar_boxes_to_global', 'run_detection_eval', 'split_scene_names', 'write_submission']
+__all__ = ['ATTRIBUTE_NAMES', 'DEFAULT_ATTRIBUTES', 'MOVING_SPEED', 'NUSCENES_TABLES', 'SUBMISSION_META',
+           'DevkitEvaluation', 'DevkitUnavailable', 'box_attributes', 'build_submission', 'detections_to_sample_boxes',
+           'devkit_accumulate', 'devkit_import_error', 'lidar_boxes_to_global', 'run_detection_eval', 'split_scene_names', 'write_submission']
 
 SUBMISSION_META = {'use_camera': True, 'use_lidar': False, 'use_radar': False, 'use_map': False,
                    'use_external': False}
@@ -48,6 +56,19 @@ DEFAULT_ATTRIBUTES = {'car': 'vehicle.parked', 'truck': 'vehicle.parked', 'bus':
                       'trailer': 'vehicle.parked', 'construction_vehicle': 'vehicle.parked',
                       'pedestrian': 'pedestrian.standing', 'motorcycle': 'cycle.without_rider',
                       'bicycle': 'cycle.without_rider', 'traffic_cone': '', 'barrier': ''}
+
+# The devkit's attribute names (nuscenes.eval.detection.constants.ATTRIBUTE_NAMES); '' is "no attribute".
+ATTRIBUTE_NAMES = ('pedestrian.moving', 'pedestrian.sitting_lying_down', 'pedestrian.standing', 'cycle.with_rider',
+                   'cycle.without_rider', 'vehicle.moving', 'vehicle.parked', 'vehicle.stopped')
+# A box faster than this (m/s, speed of the predicted vx, vy) is moving (the nuScenes baselines' threshold).
+MOVING_SPEED = 0.2
+# (moving, not moving) attribute of each class with a motion attribute; the others have none.
+MOTION_ATTRIBUTES = {**{name: ('vehicle.moving', 'vehicle.parked')
+                        for name in ('car', 'truck', 'trailer', 'construction_vehicle')},
+                     'bus': ('vehicle.moving', 'vehicle.stopped'),
+                     'bicycle': ('cycle.with_rider', 'cycle.without_rider'),
+                     'motorcycle': ('cycle.with_rider', 'cycle.without_rider'),
+                     'pedestrian': ('pedestrian.moving', 'pedestrian.standing')}
 
 # The tables the devkit's NuScenes class loads from <data_root>/<version>/.
 NUSCENES_TABLES = ('category', 'attribute', 'visibility', 'instance', 'sensor', 'calibrated_sensor', 'ego_pose',
@@ -94,6 +115,30 @@ def lidar_boxes_to_global(boxes: np.ndarray | torch.Tensor, lidar2global: np.nda
     return OrientedBoxes(centre_t.numpy(), wlh.numpy(), quaternion.numpy())
 
 
+def box_attributes(sample: SampleBoxes, attributes: Mapping[str, str] | None = None) -> list[str]:
+    """Each box's nuScenes attribute: ``attributes[class]`` when given (one fixed attribute a class); else, when the
+    sample's velocity was predicted, from its class and speed (above :data:`MOVING_SPEED` moving, module
+    docstring); else its class's :data:`DEFAULT_ATTRIBUTES`.
+
+    Raises:
+        ValueError: ``attributes`` lacks a class of the boxes or names an attribute the devkit does not know.
+    """
+    names = sample.names.tolist()
+    if attributes is not None:
+        missing = sorted(set(names) - set(attributes))
+        unknown = sorted({str(value) for value in attributes.values()} - {'', *ATTRIBUTE_NAMES})
+        if missing or unknown:
+            raise ValueError(f'attributes {dict(attributes)} ' + (f'lack the classes {missing}' if missing else
+                             f'name attributes the devkit does not know: {unknown}') + f'; map every detected class '
+                             f'to one of {list(ATTRIBUTE_NAMES)} or \'\', or pass attributes=None (chosen by speed)')
+        return [str(attributes[name]) for name in names]
+    if not sample.velocity_predicted:
+        return [DEFAULT_ATTRIBUTES[name] for name in names]
+    moving = np.hypot(sample.velocity[:, 0], sample.velocity[:, 1]) > MOVING_SPEED
+    return [MOTION_ATTRIBUTES[name][0 if fast else 1] if name in MOTION_ATTRIBUTES else ''
+            for name, fast in zip(names, moving.tolist())]
+
+
 def _numpy(value: Any, name: str, where: str) -> np.ndarray:
     if value is None:
         raise KeyError(f'{where} has no {name!r}; the detector\'s predict mode returns dict(sample_token, '
@@ -111,7 +156,8 @@ def detections_to_sample_boxes(boxes_3d: Any, scores: Any, labels_3d: Any, lidar
 
     Args:
         boxes_3d: (K, 7) boxes (x, y, z, l, w, h, yaw) in the lidar frame, or (K, 9) with the velocity (vx, vy),
-            which is rotated into the global frame for the submission.
+            which is rotated into the global frame for the submission (and chooses the attributes,
+            :func:`box_attributes`).
         scores: (K,) confidences. labels_3d: (K,) indices into ``classes``.
         lidar2global: (4, 4) lidar -> global of the sample.
         max_boxes: the highest-scoring boxes kept (the submission allows 500 per sample).
@@ -126,14 +172,15 @@ def detections_to_sample_boxes(boxes_3d: Any, scores: Any, labels_3d: Any, lidar
     if boxes.ndim != 2 or boxes.shape[1] < 7 or not len(boxes) == len(scores) == len(labels):
         raise ValueError(f'{where}: boxes_3d must be (K, 7) with K scores and labels, got {boxes.shape}, '
                          f'{scores.shape}, {labels.shape}')
-    velocity = boxes[:, 7:9] if boxes.shape[1] >= 9 else np.zeros((len(boxes), 2))
-    boxes = boxes[:, :7]
-    bad = ~np.isfinite(boxes).all(1) | ~np.isfinite(scores) | ~(boxes[:, 3:6] > 0).all(1)
+    predicted = boxes.shape[1] >= 9
+    velocity = boxes[:, 7:9] if predicted else np.zeros((len(boxes), 2))
+    bad = ~np.isfinite(boxes[:, :9]).all(1) | ~np.isfinite(scores) | ~(boxes[:, 3:6] > 0).all(1)
     if bad.any():
         index = int(np.flatnonzero(bad)[0])
         raise ValueError(f'{where}: {int(bad.sum())} predicted boxes are not finite or have a size <= 0 (first: box '
-                         f'{index} = {boxes[index].tolist()}, score {scores[index]}); the detector must output finite '
-                         f'boxes with positive sizes (check for NaN losses)')
+                         f'{index} = {boxes[index, :9].tolist()}, score {scores[index]}); the detector must output '
+                         f'finite boxes (and velocities) with positive sizes (check for NaN losses)')
+    boxes = boxes[:, :7]
     if len(labels) and (labels.min() < 0 or labels.max() >= len(classes)):
         raise ValueError(f'{where}: labels_3d must index classes {tuple(classes)}, got values '
                          f'{labels.min()}..{labels.max()}')
@@ -144,22 +191,24 @@ def detections_to_sample_boxes(boxes_3d: Any, scores: Any, labels_3d: Any, lidar
     global_velocity = np.concatenate([velocity[keep], np.zeros((len(keep), 1))], 1) @ rotation.T
     return SampleBoxes(global_boxes.translation, global_boxes.size, global_boxes.rotation,
                        names=[classes[int(label)] for label in labels[keep]], scores=scores[keep],
-                       velocity=global_velocity[:, :2])
+                       velocity=global_velocity[:, :2], velocity_predicted=predicted)
 
 
 def build_submission(predictions: Mapping[str, SampleBoxes], meta: Mapping[str, Any] | None = None,
                      attributes: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """sample token -> predicted boxes (global frame) -> the submission dict (samples in the given order)."""
-    attributes = DEFAULT_ATTRIBUTES if attributes is None else attributes
+    """sample token -> predicted boxes (global frame) -> the submission dict (samples in the given order).
+
+    ``attributes``: one fixed attribute per class; None (default) chooses each box's by :func:`box_attributes`
+    (its speed when the velocity was predicted)."""
     results = {}
     for token, sample in predictions.items():
         results[token] = [dict(sample_token=token, translation=[float(v) for v in translation],
                                size=[float(v) for v in size], rotation=[float(v) for v in rotation],
                                velocity=[float(v) for v in velocity], detection_name=str(name),
-                               detection_score=float(score), attribute_name=attributes[str(name)])
-                          for translation, size, rotation, name, score, velocity
+                               detection_score=float(score), attribute_name=attribute)
+                          for translation, size, rotation, name, score, velocity, attribute
                           in zip(sample.translation, sample.size, sample.rotation, sample.names, sample.scores,
-                                 sample.velocity)]
+                                 sample.velocity, box_attributes(sample, attributes))]
     return {'meta': dict(SUBMISSION_META if meta is None else meta), 'results': results}
 
 
@@ -307,19 +356,21 @@ def run_detection_eval(data_root: str | os.PathLike, version: str, split: str, s
     return _evaluation(metrics, 'DetectionEval')
 
 
-def _eval_boxes(boxes: Mapping[str, SampleBoxes], predicted: bool, attributes: Mapping[str, str]) -> Any:
+def _eval_boxes(boxes: Mapping[str, SampleBoxes], predicted: bool, attributes: Mapping[str, str] | None) -> Any:
+    """The devkit's EvalBoxes: predictions with their velocity and :func:`box_attributes`, ground truth without."""
     from nuscenes.eval.common.data_classes import EvalBoxes
     from nuscenes.eval.detection.data_classes import DetectionBox
     eval_boxes = EvalBoxes()
     for token, sample in boxes.items():
+        chosen = box_attributes(sample, attributes) if predicted else [''] * len(sample)
         eval_boxes.add_boxes(token, [DetectionBox(
             sample_token=token, translation=tuple(float(v) for v in translation), size=tuple(float(v) for v in size),
-            rotation=tuple(float(v) for v in rotation), velocity=(0.0, 0.0) if predicted else (math.nan, math.nan),
-            num_pts=int(num_pts),
-            detection_name=str(name), detection_score=float(score) if predicted else -1.0,
-            attribute_name=attributes[str(name)] if predicted else '')
-            for translation, size, rotation, name, score, num_pts
-            in zip(sample.translation, sample.size, sample.rotation, sample.names, sample.scores, sample.num_pts)])
+            rotation=tuple(float(v) for v in rotation),
+            velocity=tuple(float(v) for v in velocity) if predicted else (math.nan, math.nan), num_pts=int(num_pts),
+            detection_name=str(name), detection_score=float(score) if predicted else -1.0, attribute_name=attribute)
+            for translation, size, rotation, name, score, num_pts, velocity, attribute
+            in zip(sample.translation, sample.size, sample.rotation, sample.names, sample.scores, sample.num_pts,
+                   sample.velocity, chosen)])
     return eval_boxes
 
 
@@ -328,7 +379,8 @@ def devkit_accumulate(gt: Mapping[str, SampleBoxes], predictions: Mapping[str, S
                       attributes: Mapping[str, str] | None = None) -> DevkitEvaluation:
     """The devkit's ``accumulate`` / ``calc_ap`` / ``calc_tp`` and ``DetectionMetrics`` on boxes in memory
     (already filtered, e.g. by :func:`~vispe.evaluation.nuscenes_detection.filter_boxes`), the steps of its
-    ``DetectionEval.evaluate``. Ground truth has no velocity or attribute here, so its AVE and AAE are 1."""
+    ``DetectionEval.evaluate``. Ground truth has no velocity or attribute here, so its AVE and AAE are 1.
+    ``attributes``: as :func:`build_submission`'s."""
     reason = devkit_import_error()
     if reason is not None:
         raise DevkitUnavailable(reason)
@@ -338,7 +390,6 @@ def devkit_accumulate(gt: Mapping[str, SampleBoxes], predictions: Mapping[str, S
     from nuscenes.eval.detection.data_classes import DetectionMetrics
     config = config or DetectionEvalConfig()
     classes = check_classes(classes)
-    attributes = DEFAULT_ATTRIBUTES if attributes is None else attributes
     gt_boxes = _eval_boxes(gt, False, attributes)
     pred_boxes = _eval_boxes(predictions, True, attributes)
     devkit_config = _devkit_config(classes, config, 500)

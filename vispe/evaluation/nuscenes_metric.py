@@ -146,7 +146,7 @@ class NuScenesMetric(BaseMetric):
                 self.classes, self.max_boxes_per_sample, sample_token=token)
             self.results.append(dict(sample_token=token, translation=boxes.translation, size=boxes.size,
                                      rotation=boxes.rotation, scores=boxes.scores, names=boxes.names,
-                                     velocity=boxes.velocity))
+                                     velocity=boxes.velocity if boxes.velocity_predicted else None))
 
     def _sample_tokens(self) -> list[str]:
         if self.split is None or isinstance(self.split, str):

@@ -11,7 +11,8 @@ In memory: xyz (N, 3) float32, colours (N, 3) float32 in [0, 1], normals (N, 3) 
 * ``.ply`` / ``.pcd``: binary, xyz and normals float32, colours 8 bits (0..255), so a round trip rounds colours
   to the nearest multiple of 1/255. Reading takes 8- and 16-bit or float colours.
 * ``.npy``: an (N, 3) xyz or (N, 6) xyz + rgb array of numbers, rgb in 0..255 (ScanNet's preprocessed
-  ``<scene>_vert.npy`` layout), read with ``allow_pickle=False``; written as float32, rgb unrounded.
+  ``<scene>_vert.npy`` layout), read with ``allow_pickle=False``; written as float32, rgb unrounded. rgb that is
+  all <= 1 (and not all 0) is refused: it is 0..1 colours saved without the factor 255.
 
 Writing goes to a temporary file in the target's folder, then ``os.replace``: the target is never half-written.
 open3d is imported on first use.
@@ -32,8 +33,8 @@ import torch
 if TYPE_CHECKING:
     import open3d as o3d
 
-__all__ = ['POINT_CLOUD_SUFFIXES', 'PointCloudFileError', 'estimate_normals', 'knn', 'read_points',
-           'voxel_down_sample', 'write_points']
+__all__ = ['POINT_CLOUD_SUFFIXES', 'PointCloudFileError', 'colour_range_problem', 'estimate_normals', 'knn',
+           'read_points', 'voxel_down_sample', 'write_points']
 
 POINT_CLOUD_SUFFIXES = ('.npy', '.pcd', '.ply')
 ArrayLike = Union[np.ndarray, torch.Tensor, Sequence[Sequence[float]]]
@@ -177,6 +178,22 @@ def _unit_colours(colours: np.ndarray) -> np.ndarray:
     return colours
 
 
+def colour_range_problem(colours: np.ndarray, top: float) -> str | None:
+    """What is wrong with (N, 3) finite colours of a layout in ``0..top`` (1 or 255), or None when nothing is.
+
+    Values outside ``0..top`` are wrong; with ``top`` 255, so are colours that are all at most 1 but not all 0:
+    colours in 0..1 written where 0..255 are read, which would be taken as near-black. The text completes a
+    sentence that starts with the file's or scene's name.
+    """
+    low, high = float(colours.min()), float(colours.max())
+    if not (low >= 0 and high <= top):
+        return f'has colours from {low:.4g} to {high:.4g}, outside 0..{top:g}; write them again in 0..{top:g}'
+    if top == 255 and 0 < high <= 1:
+        return (f'has colours from {low:.4g} to {high:.4g}: colours in 0..1 where 0..255 are read (they would be '
+                f'near-black); write them again multiplied by 255 (rgb * 255)')
+    return None
+
+
 def _read_open3d(path: Path, count: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     import open3d as o3d
     with o3d.utility.VerbosityContextManager(o3d.utility.VerbosityLevel.Error):
@@ -217,8 +234,8 @@ def read_points(path: str | os.PathLike, drop_nonfinite: bool = False) -> dict[s
 
     Args:
         path: the file.
-        drop_nonfinite: drop the points with NaN or inf in any value (xyz, colours, normals); by default they are
-            an error. A cloud with no finite point is an error either way.
+        drop_nonfinite: drop the points with NaN or inf in any value (xyz, colours, normals), with a warning that
+            counts them; by default they are an error. A cloud with no finite point is an error either way.
 
     Returns:
         ``{'xyz': (N, 3) float32, 'colors': (N, 3) float32 in [0, 1] or None, 'normals': (N, 3) float32 or None}``,
@@ -228,7 +245,8 @@ def read_points(path: str | os.PathLike, drop_nonfinite: bool = False) -> dict[s
         FileNotFoundError: no such file.
         ValueError: an extension other than ``.ply``, ``.pcd``, ``.npy``.
         PointCloudFileError: the file is empty, truncated or corrupt, lacks x/y/z, holds no points, holds NaN/inf
-            (without ``drop_nonfinite``), colours out of range, or pickled data.
+            (without ``drop_nonfinite``), colours out of range (or, in a ``.npy``, colours all <= 1: 0..1 colours
+            in the 0..255 layout, see :func:`colour_range_problem`), or pickled data.
     """
     path = Path(os.fspath(path)).expanduser()
     suffix = _suffix(path)
@@ -253,11 +271,13 @@ def read_points(path: str | os.PathLike, drop_nonfinite: bool = False) -> dict[s
         if not drop_nonfinite:
             raise PointCloudFileError(f'{path}: {int(bad.sum())} of {len(bad)} points have NaN or inf values '
                                       f'({where}); pass drop_nonfinite=True to drop them, or repair the file.')
+        warnings.warn(f'{path}: dropped {int(bad.sum())} of {len(bad)} points with NaN or inf values ({where}); '
+                      f'repair the file to keep them.', UserWarning, stacklevel=2)
         values = {name: None if value is None else value[~bad] for name, value in values.items()}
     colours, top = values['colours'], (1 if suffix != '.npy' else 255)
-    if colours is not None and not (colours.min() >= 0 and colours.max() <= 1):
-        raise PointCloudFileError(f'{path} has colours from {colours.min() * top:.4g} to {colours.max() * top:.4g}, '
-                                  f'outside 0..{top}; write them again in 0..{top}.')
+    problem = None if colours is None else colour_range_problem(colours * top, top)
+    if problem:
+        raise PointCloudFileError(f'{path} {problem}.')
     return {key: None if value is None else torch.from_numpy(np.ascontiguousarray(value, dtype=np.float32))
             for key, value in (('xyz', values['xyz']), ('colors', colours), ('normals', values['normals']))}
 

@@ -5,6 +5,9 @@
 data_root = 'datasets/pt-scenes/'
 classes = ('bunny', 'cow', 'bone', 'airplane', 'wuson', 'spider', 'engine')
 num_points = 4096
+# The training scenes' horizontal extent in metres: a room's longer side lies in RoomConfig's min_size..max_size
+# (vispe/datasets/pt_scenes/room.py, 4..7 m). tools/infer_points.py warns when a scan is far outside it.
+scene_extent = (4.0, 7.0)
 train_dataloader = dict(
     batch_size=8,
     num_workers=0,

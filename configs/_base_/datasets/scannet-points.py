@@ -5,6 +5,10 @@ data_root = 'datasets/scannet/'
 classes = ('cabinet', 'bed', 'chair', 'sofa', 'table', 'door', 'window', 'bookshelf', 'picture', 'counter', 'desk',
            'curtain', 'refrigerator', 'showercurtrain', 'toilet', 'sink', 'bathtub', 'garbagebin')
 num_points = 40000
+# The training scenes' horizontal extent in metres, approximate (not measured from the files): ScanNet's scans run
+# from small bathrooms of about 2 m across to apartments of about 15 m. tools/infer_points.py warns when a scan is far
+# outside it.
+scene_extent = (2.0, 15.0)
 train_dataloader = dict(
     batch_size=8,
     num_workers=4,

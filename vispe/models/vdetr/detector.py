@@ -12,7 +12,7 @@ from vispe.geometry import Positions, SceneGeometry
 from vispe.models.box3d_targets import box3d_targets
 from vispe.models.inputs import value_checks_enabled
 from vispe.models.vdetr.criterion import BoxSetCriterion
-from vispe.models.vdetr.postprocess import detections
+from vispe.models.vdetr.postprocess import check_test_cfg, detections
 from vispe.models.vdetr.transformer import BoxRefinementDecoder, PointEncoderLayer, mlp
 from vispe.registry import MODELS
 
@@ -42,7 +42,9 @@ class VDETR(BaseModel):
         decoder: :class:`~vispe.models.vdetr.BoxRefinementDecoder` arguments (``encoding=dict(type=...)``).
         num_queries: proposals kept as queries.
         loss: :class:`~vispe.models.vdetr.BoxSetCriterion` weights.
-        test_cfg: post-processing (``per_class`` True, ``nms_iou`` 0.25, ``score_threshold`` 0.05: 3DETR's).
+        test_cfg: post-processing (``per_class`` True, ``nms_iou`` 0.25, ``score_threshold`` 0.05: 3DETR's;
+            ``rotated`` None: NMS by rotated IoU when a box has a non-zero yaw, see
+            :mod:`~vispe.models.vdetr.postprocess`), checked when the model is built.
     """
 
     def __init__(self, num_classes: int, backbone: dict | None = None, embed_dim: int = 256,
@@ -68,7 +70,7 @@ class VDETR(BaseModel):
         self.num_classes = num_classes
         self.num_queries = num_queries
         self.criterion = BoxSetCriterion(num_classes, **(loss or {}))
-        self.test_cfg = dict(test_cfg or {})
+        self.test_cfg = check_test_cfg(test_cfg or {})
 
     def check_points(self, points: torch.Tensor) -> None:
         if not isinstance(points, torch.Tensor) or points.ndim != 3:
