@@ -26,8 +26,8 @@ def rig(batch: int = 1, views: int = 1, image_size=(32, 32)) -> Cameras:
     ((math.nan, 32), TypeError, r'must be a whole number, got nan'),
     ((math.inf, 32), TypeError, r'must be a whole number, got inf'),
     (('32', 32), TypeError, r"must be a whole number, got '32' \(str\)"),
-    ((0, 32), ValueError, r'must be positive, got 0; give the \(H, W\)'),
-    ((-32, 32), ValueError, r'must be positive, got -32'),
+    ((0, 32), ValueError, r'must be at least 1, got 0; give the \(H, W\)'),
+    ((-32, 32), ValueError, r'must be at least 1, got -32'),
     ((32,), ValueError, r'must be \(H, W\), two positive whole numbers, got \(32,\)'),
     ((32, 32, 3), ValueError, r'must be \(H, W\)'),
     ('32x32', ValueError, r"must be \(H, W\), two positive whole numbers, got '32x32'"),
@@ -46,7 +46,7 @@ def test_cameras_take_integral_sizes_in_any_number_type(size) -> None:
 @pytest.mark.parametrize('shape, match', [
     ((32.7, 32), r'sample 0 img_shape\[0\] \(H\) must be a whole number, got 32\.7'),
     ((32, 32.5, 3), r'sample 0 img_shape\[1\] \(W\) must be a whole number, got 32\.5'),
-    ([(32, 32), (32, -1)], r'sample 0 img_shape\[1\] \(W\) must be positive, got -1'),
+    ([(32, 32), (32, -1)], r'sample 0 img_shape\[1\] \(W\) must be at least 1, got -1'),
 ])
 def test_data_samples_refuse_image_shapes_that_are_not_whole_positive_pixels(shape, match) -> None:
     sample = {'intrinsics': K.expand(2, 3, 3).numpy(), 'lidar2cam': torch.eye(4).expand(2, 4, 4).numpy(),
@@ -64,7 +64,7 @@ def test_data_samples_refuse_image_shapes_that_are_not_whole_positive_pixels(sha
     ((16, 60.0, 1.0), ValueError, r'got start=60\.0, stop=1\.0'),
     ((2.5, 1.0, 60.0), TypeError, r'num \(the bin count\) must be a whole number, got 2\.5'),
     ((True, 1.0, 60.0), TypeError, r'must be a whole number, got True'),
-    ((0, 1.0, 60.0), ValueError, r'must be positive, got 0; give a whole number of at least 1'),
+    ((0, 1.0, 60.0), ValueError, r'must be at least 1, got 0; give a whole number of at least 1'),
     ((16, '1', 60.0), TypeError, r"start and stop must be numbers \(metres\), got start='1'"),
 ])
 def test_depth_bins_refuse_ranges_without_depths_in_front_of_the_camera(args, error, match) -> None:
@@ -100,10 +100,10 @@ def test_frustum_points_refuse_no_depths() -> None:
 
 
 @pytest.mark.parametrize('feat_size, image_size, match', [
-    ((0, 4), (32, 32), r'feat_size\[0\] \(H\) must be positive, got 0; give the \(h, w\) cells'),
-    ((4, -1), (32, 32), r'feat_size\[1\] \(W\) must be positive, got -1'),
+    ((0, 4), (32, 32), r'feat_size\[0\] \(H\) must be at least 1, got 0; give the \(h, w\) cells'),
+    ((4, -1), (32, 32), r'feat_size\[1\] \(W\) must be at least 1, got -1'),
     ((2.5, 4), (32, 32), r'feat_size\[0\] \(H\) must be a whole number, got 2\.5'),
-    ((4, 4), (0, 32), r'image_size\[0\] \(H\) must be positive, got 0; give the \(H, W\) pixels'),
+    ((4, 4), (0, 32), r'image_size\[0\] \(H\) must be at least 1, got 0; give the \(H, W\) pixels'),
 ])
 def test_frustum_pixels_refuse_sizes_below_one_cell(feat_size, image_size, match) -> None:
     with pytest.raises((TypeError, ValueError), match=match):
@@ -117,6 +117,11 @@ def test_depth_map_points_refuse_non_finite_depth(bad: float) -> None:
     with pytest.raises(ValueError, match=rf'depth must be finite \(no NaN or inf\); got {bad} at index \[0, 0, 2, 1\]; '
                                          r'write 0 for cells without a depth'):
         depth_map_points(rig(), depth)
+
+
+def test_depth_map_points_of_a_models_prediction_skip_the_value_check() -> None:
+    depth = torch.full((1, 1, 2, 2), math.inf)
+    assert not torch.isfinite(depth_map_points(rig(), depth, check_values=False)).all()
 
 
 def test_depth_map_points_lift_zero_and_negative_depth_as_given() -> None:

@@ -43,8 +43,7 @@ def positive_int(value: Any, name: str, fix: str, minimum: int = 1) -> int:
         raise TypeError(f'{name} must be a whole number, got {value!r} '
                         f'({type(value).__name__}); {fix}')
     if number < minimum:
-        raise ValueError(f'{name} must be {"positive" if minimum == 1 else f"at least {minimum}"}, got {value!r}; '
-                         f'{fix}')
+        raise ValueError(f'{name} must be at least {minimum}, got {value!r}; {fix}')
     return int(number)
 
 

@@ -95,22 +95,25 @@ def frustum_points(cameras: Cameras, feat_size: Sequence[int], depths: torch.Ten
     return points.view(cameras.num_samples, cameras.num_views, height, width, depths.numel(), 3)
 
 
-def depth_map_points(cameras: Cameras, depth: torch.Tensor, pixel: PixelMode = 'corner') -> torch.Tensor:
+def depth_map_points(cameras: Cameras, depth: torch.Tensor, pixel: PixelMode = 'corner', *,
+                     check_values: bool = True) -> torch.Tensor:
     """Scene-frame points of a (B, V, h, w) depth map (one depth per cell, as 3DPPE), -> (B, V, h, w, 3).
 
     The cell pixels follow :func:`frustum_pixels` for the cameras' image size. Every depth is lifted as given, so it
-    must be finite (NaN or inf is refused, except while a model is traced); 0 and negative depths are not refused:
-    they give the camera centre and points behind it. 3DPPE's predicted depth (an unconstrained direct head mixed
-    with the categorical one) may be negative early in training and the reference lifts it as is; a measured map
-    marks cells without a depth with 0 (``CameraGeometry.depth``), which its callers replace
-    (:meth:`vispe.encodings.PPE3D.cell_depth`) or mask (``vispe.visualization.encoding_points``) themselves.
+    must be finite: NaN or inf is refused (except while a model is traced, or with ``check_values=False``). 0 and
+    negative depths are not refused: they give the camera centre and points behind it. 3DPPE's predicted depth (an
+    unconstrained direct head mixed with the categorical one) may be negative early in training and the reference
+    lifts it as is; a measured map marks cells without a depth with 0 (``CameraGeometry.depth``), which its callers
+    replace (:meth:`vispe.encodings.PPE3D.cell_depth`) or mask (``vispe.visualization.encoding_points``) themselves.
+    ``check_values=False`` is for a model's own predicted depth, which is lifted as the reference does (an overflow
+    under mixed precision then reaches the loss, whose step the gradient scaler skips) and costs no synchronisation.
     """
     batch, views = cameras.num_samples, cameras.num_views
     if depth.ndim != 4 or depth.shape[:2] != (batch, views):
         raise ValueError(f'depth must have shape (B, V, h, w) = ({batch}, {views}, h, w) for these cameras, got '
                          f'{tuple(depth.shape)}')
-    check_finite(depth, 'depth_map_points depth', 'write 0 for cells without a depth and replace or mask them (or '
-                                                  'check the depth net for a diverged training)')
+    if check_values:
+        check_finite(depth, 'depth_map_points depth', 'write 0 for cells without a depth and replace or mask them')
     height, width = depth.shape[-2:]
     uv = frustum_pixels((height, width), cameras.image_size, pixel, cameras.device).view(1, 1, -1, 2)
     points = lift(cameras.img2lidar, homogeneous_pixels(uv, depth.flatten(2).float()))
