@@ -137,7 +137,8 @@ def test_depth_map_points_lift_zero_and_negative_depth_as_given() -> None:
 def test_projections_refuse_non_finite_inputs(method: str) -> None:
     cameras = rig()
     bad = torch.tensor([[[1.0, math.nan, 3.0]]])
-    with pytest.raises(ValueError, match=r'must be finite \(no NaN or inf\); got nan at index \[0, (0, )?1\]; drop or '):
+    with pytest.raises(ValueError, match=r'must be finite \(no NaN or inf\); got nan at index \[0, (0, )?1\]; '
+                                         r'drop or '):
         if method == 'project':
             cameras.project(bad)
         elif method == 'unproject_pixels':
