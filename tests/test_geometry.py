@@ -94,7 +94,7 @@ def test_positions_take_the_grid_positionally_and_the_rest_by_keyword() -> None:
 
 
 def test_updated_positions_carry_the_next_layer_state_with_a_fresh_memo() -> None:
-    boxes = torch.zeros(1, 3, 7)
+    boxes = torch.cat([torch.zeros(1, 3, 3), torch.ones(1, 3, 3), torch.zeros(1, 3, 1)], dim=-1)  # unit boxes
     pos = Positions(coords=torch.zeros(1, 3, 3), scene=SceneGeometry(boxes=boxes))
     pos.memo('table', lambda: 1)
     refined = pos.updated(scene=SceneGeometry(boxes=boxes + 1))

@@ -153,6 +153,10 @@ class Attention(TimmAttention):
         q, k = self.q_norm(q), self.k_norm(k)
 
         hooks = encoding.active_hooks if encoding is not None else frozenset()
+        if hooks - {'embed', 'between_blocks'}:
+            name = type(encoding).__name__
+            pos.check_tokens(B, Nq, f'{name} in attention (the queries)')
+            pos_k.check_tokens(k.shape[0], k.shape[2], f'{name} in attention (the keys)')
         if 'rotate' in hooks:
             q, k = encoding.rotate(q, k, pos, pos_k, layer_idx)
         if 'transform_v' in hooks:

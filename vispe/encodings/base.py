@@ -309,9 +309,12 @@ def apply_learned(module: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
     return module(inputs if weight is None else inputs.to(weight.dtype))
 
 
-def add_to_positioned(x: torch.Tensor, pos: Positions, embedding: torch.Tensor) -> torch.Tensor:
+def add_to_positioned(x: torch.Tensor, pos: Positions, embedding: torch.Tensor,
+                      user: str = 'The encoding') -> torch.Tensor:
     """``x`` (B, prefix + N, C) with ``embedding`` (B|1, N, C) added to its positioned tokens, prefix tokens
-    unchanged."""
+    unchanged. ``x`` must be the sequence ``pos`` describes, its batch that of the per-sample geometry of ``pos``
+    (:meth:`~vispe.geometry.Positions.check_tokens`, an error naming ``user``)."""
+    pos.check_tokens(x.shape[0], x.shape[1], user)
     prefix = pos.num_prefix_tokens
     tokens = x[:, prefix:] + embedding.to(x.dtype)
     return torch.cat([x[:, :prefix], tokens], dim=1) if prefix else tokens
@@ -329,4 +332,4 @@ class AbsoluteEncoding(PositionEncoding):
                                   f'position_embedding(pos) -> (B|1, N, C).')
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        return add_to_positioned(x, pos, self.position_embedding(pos))
+        return add_to_positioned(x, pos, self.position_embedding(pos), type(self).__name__)

@@ -110,6 +110,31 @@ def multiview_grid(pos: Positions, user: str) -> tuple[int, int, int]:
     return pos.num_views, *pos.grid_size
 
 
+def check_camera_batch(pos: Positions, batch: int, user: str) -> None:
+    """Refuse positions without cameras, or whose cameras (depth, crop boxes) describe another sample count than the
+    ``batch`` of the tokens ``user`` encodes (:meth:`~vispe.geometry.Positions.check_tokens`)."""
+    pos.require('cameras', user=user)
+    pos.check_tokens(batch, None, user)
+
+
+def pixel_stride(pos: Positions, user: str) -> int:
+    """The image pixels per cell s of the camera grids of ``pos`` (its ``patch_size``), where ``user`` reads images or
+    depth maps per cell: the grid (h, w) at stride s must cover the cameras' (H, W) images to within a cell
+    (h = floor or ceil of H / s, as a backbone of stride s gives), or an error names the grid, the patch size, the
+    image size and the fix (a grid whose patch_size is left at (1, 1) would read the top-left pixels)."""
+    _, height, width = multiview_grid(pos, user)
+    image_h, image_w = pos.camera.cameras.image_size
+    stride_h, stride_w = pos.patch_size
+    covers = abs(height * stride_h - image_h) < stride_h and abs(width * stride_w - image_w) < stride_w
+    if stride_h != stride_w or not covers:
+        raise ValueError(f'{user} reads the images\' pixels per cell, but a {height}x{width} grid at patch_size '
+                         f'{tuple(pos.patch_size)} covers {height * stride_h}x{width * stride_w} pixels of the '
+                         f'{image_h}x{image_w} images (cameras.image_size): its cells would read the wrong pixels. Set '
+                         f'Positions(patch_size=(s, s)) to the feature stride s of the backbone (here about '
+                         f'{image_h / height:g} x {image_w / width:g}), one s for both axes.')
+    return stride_h
+
+
 def views_valid(pos: Positions) -> torch.Tensor:
     """(B|1, V, h, w) validity of the cells of ``pos`` (all True, one row, without a mask)."""
     views, height, width = multiview_grid(pos, 'The multi-view sine embedding')
@@ -160,11 +185,7 @@ class CameraEncoding(PositionEncoding):
     def key_embedding(self, pos: Positions, batch: int, extras: dict[str, Any]) -> torch.Tensor:
         """(B, V·h·w, C) key embedding of the memory tokens (view-major) of ``pos``; here its
         :meth:`position_embedding`, for a batch whose cameras are given per sample."""
-        pos.require('cameras', user=type(self).__name__)
-        samples = pos.camera.cameras.num_samples
-        if samples != batch:
-            raise ValueError(f'{type(self).__name__}: the cameras describe {samples} samples but the batch has {batch}; '
-                             f'give one rig per sample.')
+        check_camera_batch(pos, batch, type(self).__name__)
         embedding = self.position_embedding(pos)
         if embedding is None:
             raise NotImplementedError(f'{type(self).__name__} implements neither position_embedding nor key_embedding; '
@@ -193,6 +214,7 @@ class CameraEncoding(PositionEncoding):
         """Camera tokens (B, prefix + N, C) -> encoded features + key embedding (as an absolute encoding); the
         features are encoded on the grid of the views (:meth:`encode_features`) when the encoding does that."""
         batch, extras = x.shape[0], {}
+        pos.check_tokens(batch, x.shape[1], type(self).__name__)
         if self.implements('encode_features'):
             views, height, width = multiview_grid(pos, type(self).__name__)
             prefix = pos.num_prefix_tokens
@@ -200,7 +222,7 @@ class CameraEncoding(PositionEncoding):
             encoded = self.encode_features(grid, pos)
             tokens = encoded.features.view(batch, views, -1, height, width).permute(0, 1, 3, 4, 2).flatten(1, 3)
             x, extras = torch.cat([x[:, :prefix], tokens], dim=1), encoded.extras
-        return add_to_positioned(x, pos, self.key_embedding(pos, batch, extras))
+        return add_to_positioned(x, pos, self.key_embedding(pos, batch, extras), type(self).__name__)
 
 
 @ENCODINGS.register_module()

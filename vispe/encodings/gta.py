@@ -256,6 +256,7 @@ class GTA(PositionEncoding):
         the layout that SDPA's output has and the attention's output projection reads without a copy. Without
         autograd the parts are written into it (``out=`` products); with autograd, and while a model is traced
         (exporters translate writes into slices of a new tensor unreliably), they are concatenated."""
+        pos.check_tokens(x.shape[0], x.shape[2], 'GTA')
         prefix, triv, se3, dim = pos.num_prefix_tokens, self.triv_dim, self.se3_dim, self.head_dim
         tokens = x[:, :, prefix:].transpose(1, 2)
         recording = torch.is_grad_enabled() and (x.requires_grad or (blocks is not None and blocks.requires_grad))

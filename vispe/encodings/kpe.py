@@ -47,10 +47,13 @@ def kpe_features(angles: torch.Tensor, num_freqs: int) -> torch.Tensor:
 
 
 def check_crops(boxes: torch.Tensor, intrinsics: torch.Tensor, image_size: tuple[int, int]) -> None:
-    """Refuse crops of zero size or outside their (H, W) image and intrinsics with fx or fy ≤ 0, naming the sample."""
+    """Refuse crops with NaN or infinite corners, of zero size or outside their (H, W) image, and intrinsics with fx
+    or fy ≤ 0, naming the sample."""
     height, width = image_size
     x0, y0, x1, y1 = boxes.unbind(-1)
     problems = (
+        (~torch.isfinite(boxes).all(-1), 'has NaN or infinite corners; give (x0, y0, x1, y1) in pixels of the full '
+                                         'image'),
         ((x1 <= x0) | (y1 <= y0), 'has zero or negative size; give x1 > x0 and y1 > y0'),
         ((x0 < 0) | (y0 < 0) | (x1 > width) | (y1 > height),
          f'lies outside its {height}x{width} image; crop inside the full image the intrinsics describe'),

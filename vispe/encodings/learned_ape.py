@@ -163,6 +163,7 @@ class LearnedAPE(PositionEncoding):
         return self.table(pos)[:, self.table_prefix_tokens:]
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
+        pos.check_tokens(x.shape[0], x.shape[1], 'LearnedAPE')
         table = self.table(pos)
         return add_to_positioned(x, pos, table) if self.no_embed_class else x + table
 

@@ -64,6 +64,7 @@ class PEG(PositionEncoding):
         index = self._conv_of_block.get(layer_idx)
         if index is None:
             return x
+        pos.check_tokens(x.shape[0], x.shape[1], 'PEG')
         prefix, patches = x[:, :pos.num_prefix_tokens], x[:, pos.num_prefix_tokens:]
         height, width = pos.require_grid('PEG')
         grid = patches.transpose(1, 2).reshape(x.shape[0], x.shape[-1], height, width)

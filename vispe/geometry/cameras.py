@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Generic, TypeVar
 
 import torch
-import torch.fx
 from kornia.geometry.linalg import inverse_transformation, transform_points
+
+from vispe.geometry.checks import check_finite, size_pair, tracing
 
 __all__ = ['Cameras', 'tracing']
 
@@ -27,12 +28,6 @@ DEPTH_EPS = 1e-5
 
 Index = int | slice | Sequence[int] | torch.Tensor
 T = TypeVar('T')
-
-
-def tracing() -> bool:
-    """Whether torch.compile, torch.export or torch.fx trace the code: checks that read values back to the host are
-    skipped then, and derived matrices are computed in the traced code rather than read from the instance."""
-    return torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_symbolic_tracing()
 
 
 class cached_attribute(Generic[T]):
@@ -173,9 +168,8 @@ class Cameras:
             if value.device != intrinsics.device:
                 raise ValueError(f'{name} is on {value.device} but intrinsics on {intrinsics.device}; '
                                  f'build Cameras from tensors on one device (then use .to(device))')
-        size = tuple(int(s) for s in self.image_size)
-        if len(size) != 2 or min(size) <= 0:
-            raise ValueError(f'image_size must be (H, W) with positive H and W, got {self.image_size}')
+        size = size_pair(self.image_size, 'Cameras image_size', 'give the (H, W) of the (padded) images in whole '
+                         'pixels, e.g. tuple(images.shape[-2:])')
         object.__setattr__(self, '_exact', (intrinsics.double(), lidar2cam.double(), scene.double()))
         object.__setattr__(self, 'intrinsics', intrinsics.to(torch.float32))
         object.__setattr__(self, 'lidar2cam', lidar2cam.to(torch.float32))
@@ -380,6 +374,7 @@ class Cameras:
         if depth.shape not in (pixels.shape[:-1], (pixels.shape[0], pixels.shape[2])):
             raise ValueError(f'depth must have shape (B, V, N) = {tuple(pixels.shape[:-1])} or (B, N) to match the '
                              f'pixels, got {tuple(depth.shape)}')
+        check_finite(depth, 'unproject depth', 'drop or mask the pixels without a depth before unprojecting')
         if depth.ndim == 2:
             depth = depth[:, None].expand(pixels.shape[:-1])
         with no_autocast(self.device):
@@ -388,12 +383,12 @@ class Cameras:
             return self._transform(self.img2lidar, hom)
 
     def _per_view(self, points: torch.Tensor, dim: int, name: str) -> torch.Tensor:
-        """Check (B, V, N, dim) or (B, N, dim) and return (B, V, N, dim)."""
+        """Check (B, V, N, dim) or (B, N, dim), finite (not while tracing), and return (B, V, N, dim)."""
         batch, views = self.num_samples, self.num_views
-        if points.ndim == 3 and points.shape[0] == batch and points.shape[-1] == dim:
-            return points[:, None].expand(batch, views, *points.shape[1:])
-        if points.ndim == 4 and points.shape[:2] == (batch, views) and points.shape[-1] == dim:
-            return points
+        if (points.ndim == 3 and points.shape[0] == batch or points.ndim == 4 and points.shape[:2] == (batch, views)) \
+                and points.shape[-1] == dim:
+            check_finite(points, name, 'drop or mask the non-finite entries first (a padded slot holds zeros, not NaN)')
+            return points[:, None].expand(batch, views, *points.shape[1:]) if points.ndim == 3 else points
         raise ValueError(f'{name} must have shape (B, V, N, {dim}) = ({batch}, {views}, N, {dim}) or (B, N, {dim}) '
                          f'for these cameras, got {tuple(points.shape)}; reshape them to (samples, views, points, '
                          f'{dim})')
@@ -446,7 +441,8 @@ def _image_size(sample: Mapping[str, Any], index: int) -> tuple[int, int]:
         raise ValueError(f'sample {index} needs "img_shape" (H, W) (or "pad_shape") of its images')
     shape = sample[key]
     per_view = [shape] if isinstance(shape[0], (int, float)) or getattr(shape[0], 'ndim', 1) == 0 else list(shape)
-    sizes = {(int(s[0]), int(s[1])) for s in per_view}
+    fix = f'give each view\'s (H, W) of its (padded) image in whole pixels'
+    sizes = {size_pair(tuple(s[:2]), f'sample {index} {key}', fix) for s in per_view}
     if len(sizes) != 1:
         raise ValueError(f'sample {index}: the views have different {key}s {sorted(sizes)}; pad the views to one '
                          f'size before batching')

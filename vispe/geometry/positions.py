@@ -13,11 +13,13 @@ Encodings name what they read with the words of :data:`GEOMETRY` (their ``requir
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, TypeVar
 
 import torch
 
+from vispe.geometry.checks import check_boxes, positive_int, size_pair
 from vispe.geometry.grid import grid_coords
 
 T = TypeVar('T')
@@ -69,6 +71,19 @@ class CameraGeometry:
         if self.crop_boxes is not None and (self.crop_boxes.ndim != 2 or self.crop_boxes.shape[-1] != 4):
             raise ValueError(f'CameraGeometry.crop_boxes must be (B, 4) boxes (x0, y0, x1, y1) in pixels of the full '
                              f'images; got shape {tuple(self.crop_boxes.shape)}.')
+        samples, views = getattr(self.cameras, 'num_samples', None), getattr(self.cameras, 'num_views', None)
+        if samples is None:
+            return
+        if self.depth is not None:
+            expected = (samples, views, *self.cameras.image_size)
+            if tuple(self.depth.shape) != expected:
+                raise ValueError(f'CameraGeometry.depth must be (B, V, H, W) = {expected}: one map per sample and view '
+                                 f'of the cameras, at their image size (H, W); got {tuple(self.depth.shape)}. Project '
+                                 f'the depth into the images as augmented and padded (pad_shape), or update the '
+                                 f'cameras with every resize/crop/pad.')
+        if self.crop_boxes is not None and self.crop_boxes.shape[0] != samples:
+            raise ValueError(f'CameraGeometry.crop_boxes has {self.crop_boxes.shape[0]} boxes but the cameras '
+                             f'describe {samples} samples; give one crop box per sample.')
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,14 +95,21 @@ class SceneGeometry:
             extent), which absolute encodings of 3D points normalise by (3DETR's ``point_cloud_dims``).
         boxes: optional (B, N, 7) per-token 3D boxes (x, y, z, l, w, h, yaw), the per-layer state of a decoder whose
             queries refine boxes layer by layer (V-DETR); :meth:`Positions.updated` makes the next layer's object.
+            Their values are checked (finite, sizes l, w, h > 0; not while a model is traced), unless
+            ``check_values`` is False.
+        check_values: False skips the value check of ``boxes`` (and its host synchronisation): for a host whose boxes
+            are valid by construction (V-DETR's decoder: sizes are exponentials of clamped log-scales, every layer).
     """
 
     bounds: torch.Tensor | None = None
     boxes: torch.Tensor | None = None
+    check_values: bool = field(default=True, kw_only=True, repr=False)
 
     def __post_init__(self) -> None:
         _check_rank('SceneGeometry.bounds', self.bounds, (3,), '(B, 2, D)')
         _check_rank('SceneGeometry.boxes', self.boxes, (3,), '(B, N, 7)')
+        if self.boxes is not None and self.boxes.shape[-1] == 7 and self.check_values:
+            check_boxes(self.boxes, 'SceneGeometry.boxes')
 
 
 @dataclass(eq=False, init=False)
@@ -109,13 +131,17 @@ class Positions:
     * ``scene``: a 3D scene's extent and per-token boxes (:class:`SceneGeometry`).
 
     Only the grid size is positional; everything else is a keyword: ``Positions((14, 14), num_prefix_tokens=1)``.
-    Only shapes are checked here (ranks, token counts, views), never values, so building one costs no host
-    synchronisation and traces under ``torch.compile``. Per-forward tables go through :meth:`memo`.
+    Only shapes, sizes and counts are checked here (ranks, grid and patch sizes, token counts, views, each sample's
+    geometry against the cameras), never tensor values (the one exception: :class:`SceneGeometry` checks the boxes
+    a user gives), so building one costs no host synchronisation and traces under ``torch.compile``. The tokens an
+    encoding or the attention gets are checked against it with :meth:`check_tokens`. Per-forward tables go through
+    :meth:`memo`.
 
     Attributes:
         grid_size: (h, w) cells of each view's grid, or None for tokens without a grid.
         num_prefix_tokens: tokens before the positioned ones.
-        patch_size: (ph, pw) pixels per cell (1 for feature maps given directly).
+        patch_size: (ph, pw) pixels per cell (1 for feature maps given directly; an int s means (s, s)): the
+            stride at which encodings that read images or depth maps per cell sample them.
         device: device of the tokens.
         coords: optional coordinates of the positioned tokens; with a grid and D = 2 they are (row, col)
             in cell units and replace the integer grid.
@@ -152,28 +178,33 @@ class Positions:
             if value is not None and not isinstance(value, kind):
                 raise TypeError(f'Positions.{name} must be a {kind.__name__} (or None); got {type(value).__name__}. '
                                 f'Wrap the tensors: {name}={kind.__name__}(...).')
-        self.grid_size = None if grid_size is None else (int(grid_size[0]), int(grid_size[1]))
-        self.num_prefix_tokens = num_prefix_tokens
-        self.patch_size = patch_size
+        self.grid_size = None if grid_size is None else size_pair(
+            grid_size, 'Positions grid_size', 'give the (h, w) cells of the token grid, or grid_size=None for tokens '
+                                              'without a grid')
+        self.num_prefix_tokens = positive_int(num_prefix_tokens, 'Positions num_prefix_tokens', 'give the tokens '
+                                              'before the positioned ones (cls, registers), 0 for none', minimum=0)
+        square = isinstance(patch_size, numbers.Real) or getattr(patch_size, 'ndim', None) == 0
+        self.patch_size = size_pair((patch_size, patch_size) if square else patch_size, 'Positions patch_size',
+                                    'give the (ph, pw) image pixels per cell, (1, 1) for feature maps given directly')
         self.device = torch.device('cpu' if device is None else device)
         self.coords = coords
         self.valid_mask = valid_mask
-        self.num_views = num_views
         self.camera = camera
         self.scene = scene
         self._memo = {} if _memo is None else _memo
         _check_rank('Positions.coords', coords, (2, 3), '(N, D) or (B, N, D)')
-        if num_views < 1:
-            raise ValueError(f'Positions.num_views must be at least 1; got {num_views}.')
+        self.num_views = positive_int(num_views, 'Positions num_views', 'give the number of views (1 for a single '
+                                                                        'image)')
         if num_positions is None:
             if self.grid_size is not None:
-                num_positions = num_views * self.grid_size[0] * self.grid_size[1]
+                num_positions = self.num_views * self.grid_size[0] * self.grid_size[1]
             elif coords is not None:
                 num_positions = coords.shape[-2]
             else:
                 raise ValueError('Positions needs a grid_size, coords or num_positions to know how many tokens it '
                                  'describes.')
-        self.num_positions = num_positions
+        self.num_positions = positive_int(num_positions, 'Positions num_positions',
+                                          'give the positioned-token count', minimum=0)
         self._check_shapes()
 
     def _check_shapes(self) -> None:
@@ -191,6 +222,40 @@ class Positions:
         if cameras_views is not None and cameras_views != self.num_views:
             raise ValueError(f'Positions has {self.num_views} views but its cameras have {cameras_views}; give one '
                              f'camera per view of the images.')
+
+    def sample_counts(self) -> dict[str, int]:
+        """The sample count (dim 0) of each per-sample geometry these positions carry: the cameras, their depth and
+        crop boxes, the scene's bounds and boxes (shapes only: no host synchronisation)."""
+        counts = {}
+        if self.camera is not None:
+            samples = getattr(self.camera.cameras, 'num_samples', None)
+            if samples is not None:
+                counts['cameras'] = samples
+            for name in ('depth', 'crop_boxes'):
+                if getattr(self.camera, name) is not None:
+                    counts[name] = getattr(self.camera, name).shape[0]
+        if self.scene is not None:
+            for name in ('bounds', 'boxes'):
+                if getattr(self.scene, name) is not None:
+                    counts[name] = getattr(self.scene, name).shape[0]
+        return counts
+
+    def check_tokens(self, batch: int, count: int | None, user: str) -> None:
+        """Refuse tokens that these positions do not describe, naming ``user`` (who reads them) and the fix: a sequence
+        of ``count`` tokens other than :attr:`num_tokens` (None: not checked), or a batch of ``batch`` samples whose
+        per-sample geometry (:meth:`sample_counts`) has another sample count; geometry of one sample is never
+        broadcast over a batch. A check of shapes only (no host synchronisation)."""
+        if count is not None and count != self.num_tokens:
+            raise ValueError(f'{user}: got {count} tokens but its Positions describe {self.num_tokens}: '
+                             f'{self.num_prefix_tokens} prefix + {self.num_positions} positioned'
+                             f'{self._grid_words()}; build the Positions of this sequence (grid_size, num_views, '
+                             f'num_prefix_tokens) or pass the tokens they describe.')
+        for name, samples in self.sample_counts().items():
+            if samples != batch:
+                raise ValueError(f'{user}: the {name} of its positions describe {samples} samples but the tokens have '
+                                 f'a batch of {batch}; give the geometry of every sample of the batch (one rig, depth '
+                                 f'map, crop box or scene per sample, e.g. Cameras.from_data_samples of the batch\'s '
+                                 f'samples, or Cameras.index_samples).')
 
     def _grid_words(self) -> str:
         if self.grid_size is None:

@@ -70,7 +70,7 @@ class CropDepthViT(BaseModel):
             sizes = sizes[0]
         batch = images.shape[0]
         pose = torch.eye(4, device=images.device).expand(batch, 1, 4, 4)
-        cameras = Cameras(inputs['intrinsics'][:, None].float(), pose, tuple(int(s) for s in sizes))
+        cameras = Cameras(inputs['intrinsics'][:, None].float(), pose, tuple(sizes))
         return Positions(grid.grid_size, num_prefix_tokens=grid.num_prefix_tokens, patch_size=grid.patch_size,
                          device=images.device, camera=CameraGeometry(cameras, crop_boxes=inputs['crop_box'].float()))
 

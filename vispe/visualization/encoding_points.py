@@ -18,7 +18,7 @@ import torch
 
 from vispe.encodings.camera import MultiViewSine
 from vispe.encodings.petr import PETR
-from vispe.encodings.ppe3d import PPE3D, sparse_depth_targets
+from vispe.encodings.ppe3d import PPE3D
 from vispe.geometry import Cameras, Positions, depth_map_points, frustum_pixels
 from vispe.models.petr.detector import PETRDetector
 
@@ -129,8 +129,7 @@ def encoding_points(model: PETRDetector, batch: Mapping[str, Any], bin_step: int
             if not pos.has('depth'):
                 raise ValueError('the LiDAR depth of 3DPPE\'s points needs the samples\' depth maps: load the data '
                                  'with MultiViewDetection(with_depth=True).')
-            cell_depth = sparse_depth_targets(pos.camera.depth, pos.patch_size[0], encoding.depth_start,
-                                              encoding.position_range[3])[..., :height, :width]
+            cell_depth = encoding.measured_depth(pos)
             points = depth_map_points(pos.camera.cameras, cell_depth)[0]
             valid = cell_valid & (cell_depth[0] > 0)
             what = f'3DPPE points at the LiDAR depth ({int(valid.sum())} of {valid.numel()} cells have one)'

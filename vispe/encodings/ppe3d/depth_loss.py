@@ -23,6 +23,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from vispe.geometry.checks import checking_values
+
 __all__ = ['depth_losses', 'distribution_focal_loss', 'sparse_depth_targets']
 
 
@@ -33,13 +35,30 @@ def _check_no_nan(depth: torch.Tensor, name: str) -> None:
                          f'PNGs and the LiDAR projection use 0 = no hit) before making depth targets')
 
 
+def _check_depth_map(depth: torch.Tensor, name: str) -> None:
+    """Refuse NaN, infinite or negative measured depth (0 marks a pixel without one); a value check, skipped while a
+    model is traced."""
+    if not checking_values(depth):
+        return
+    bad = ~torch.isfinite(depth) | (depth < 0)
+    if bool(bad.any()):
+        where = tuple(torch.nonzero(bad)[0].tolist())
+        value = float(depth[where])
+        kind = ('NaN' if math.isnan(value) else f'a negative depth {value:.6g}' if value < 0 else
+                f'an infinite depth {value}')
+        raise ValueError(f'{name} has {kind} (first at index {where}); write 0 for pixels without a depth (the depth '
+                         f'PNGs and the LiDAR projection use 0 = no hit; measured depth is finite and >= 0 metres) '
+                         f'before making depth targets')
+
+
 def sparse_depth_targets(depth: torch.Tensor, stride: int, depth_start: float = 1.0, depth_stop: float = 61.2,
                          pixel: Literal['corner', 'center'] = 'corner') -> torch.Tensor:
     """Per-cell depth targets of a stride-``stride`` feature map from a per-pixel depth map.
 
     Args:
-        depth: (..., H, W) metres, e.g. (B, V, H, W); 0 (or any value <= 0) marks pixels without depth. Sparse
-            (projected LiDAR) or dense (rendered) depth both work.
+        depth: (..., H, W) metres, e.g. (B, V, H, W); 0 marks pixels without depth, negative, NaN and infinite
+            depths are refused (except while a model is traced). Sparse (projected LiDAR) or dense (rendered) depth
+            both work.
         stride: s, image pixels per feature cell.
         depth_start, depth_stop: the valid range ``[start, stop)``.
         pixel: 'corner' (the reference: cells centred on pixel j·s) or 'center' (blocks [j·s, j·s + s)).
@@ -55,7 +74,7 @@ def sparse_depth_targets(depth: torch.Tensor, stride: int, depth_start: float = 
         raise ValueError(f'stride must be a positive integer, got {stride}')
     if pixel not in ('corner', 'center'):
         raise ValueError(f"pixel must be 'corner' (the reference) or 'center', got {pixel!r}")
-    _check_no_nan(depth, 'depth')
+    _check_depth_map(depth, 'depth')
     *leading, height, width = depth.shape
     cells_h, cells_w = math.ceil(height / stride), math.ceil(width / stride)
     before = stride // 2 if pixel == 'corner' else 0

@@ -37,6 +37,8 @@ from timm.models.resnet import BasicBlock
 from torch import nn
 from torchvision.ops import deform_conv2d
 
+from vispe.geometry.checks import check_depth_range
+
 __all__ = ['ASPP', 'CameraAwareDepthNet', 'DeformConv2dPack', 'DepthNetOutput', 'SELayer', 'categorical_depth',
            'fuse_depth', 'uniform_depth_bins']
 
@@ -50,9 +52,7 @@ def uniform_depth_bins(num: int, start: float = 1.0, stop: float = 61.2,
     These are 3DPPE's categorical-depth bins (``PETRDepthHeadV2.project``), not PETR's UD bins
     (:func:`vispe.geometry.depth_bins`, which stop one step short of ``stop``).
     """
-    if num < 2 or not stop > start:
-        raise ValueError(f'uniform_depth_bins needs num >= 2 and stop > start, got num={num}, start={start}, '
-                         f'stop={stop}')
+    num = check_depth_range('uniform_depth_bins', num, start, stop, min_num=2)
     index = torch.arange(num, device=device, dtype=torch.float64)
     return (start + index * (stop - start) / (num - 1)).float()
 

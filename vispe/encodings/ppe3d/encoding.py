@@ -13,8 +13,8 @@ from typing import Any, ClassVar, Sequence
 import torch
 
 from vispe.encodings.base import apply_learned
-from vispe.encodings.camera import (CameraEncoding, FeatureEncoding, adapted_sine, inverse_sigmoid, multiview_grid,
-                                    pointwise_mlp, pos2posemb3d, query_mlp)
+from vispe.encodings.camera import (CameraEncoding, FeatureEncoding, adapted_sine, check_camera_batch, inverse_sigmoid,
+                                    multiview_grid, pixel_stride, pointwise_mlp, pos2posemb3d, query_mlp)
 from vispe.encodings.options import Option, model_fact
 from vispe.encodings.petr import NUSCENES_POSITION_RANGE, RANGE_OPTION, check_position_range
 from vispe.encodings.ppe3d.depth_loss import depth_losses, sparse_depth_targets
@@ -123,21 +123,29 @@ class PPE3D(CameraEncoding):
             raise ValueError(f"PPE3D depth_source={self.depth_source!r} reads LiDAR depth from the positions; the batch "
                              f"has none. Load it with MultiViewDetection(with_depth=True) (also for evaluation), or "
                              f"use depth_source='predicted'.")
-        stride = pos.patch_size[0]
-        measured = sparse_depth_targets(pos.camera.depth, stride, self.depth_start, self.position_range[3])
-        measured = measured[..., :predicted.shape[-2], :predicted.shape[-1]]
+        measured = self.measured_depth(pos)
         fallback = torch.full_like(predicted, self.position_range[3]) if self.depth_source == 'gt' else predicted
         return torch.where(measured > 0, measured, fallback)
 
+    def measured_depth(self, pos: Positions) -> torch.Tensor:
+        """(B, V, h, w) each cell's LiDAR depth from ``pos.camera.depth`` (:func:`sparse_depth_targets` at the grid's
+        stride, checked against the image size by :func:`pixel_stride`), 0 where the cell has none in range."""
+        stride = pixel_stride(pos, 'PPE3D (its measured depth)')
+        height, width = pos.grid_size
+        measured = sparse_depth_targets(pos.camera.depth, stride, self.depth_start, self.position_range[3])
+        return measured[..., :height, :width]
+
     def points(self, pos: Positions, extras: dict[str, Any]) -> torch.Tensor:
         """(B, V, h, w, 3) the normalised scene-frame points of the cells."""
-        return normalize_points(depth_map_points(pos.camera.cameras, self.cell_depth(pos, extras['depth'])),
-                                self.position_range)
+        # measured depth is checked where it is read (sparse_depth_targets); the predicted depth is lifted as is
+        points = depth_map_points(pos.camera.cameras, self.cell_depth(pos, extras['depth']), check_values=False)
+        return normalize_points(points, self.position_range)
 
     def key_embedding(self, pos: Positions, batch: int, extras: dict[str, Any]) -> torch.Tensor:
         if 'depth' not in extras:
             raise ValueError('PPE3D embeds points at the depth its depth net predicts: call encode_features on the '
                              'backbone features first and pass its extras.')
+        check_camera_batch(pos, batch, 'PPE3D')
         points = inverse_sigmoid(self.points(pos, extras))
         key_embed = apply_learned(self.position_encoder, pos2posemb3d(points, self.embed_dim // 2)).flatten(1, 3)
         if self.with_multiview:
@@ -153,8 +161,7 @@ class PPE3D(CameraEncoding):
         if not pos.has('depth') or 'depth_logits' not in extras:
             return {}
         predicted = extras['depth']
-        targets = sparse_depth_targets(pos.camera.depth, pos.patch_size[0], self.depth_start, self.position_range[3])
-        targets = targets[..., :predicted.shape[-2], :predicted.shape[-1]]
+        targets = self.measured_depth(pos)
         l1_weight, dfl_weight = self.depth_loss_weights
         return depth_losses(extras['depth_logits'], predicted.flatten(0, 1), targets, self.depth_start,
                             self.position_range[3], l1_weight, dfl_weight)

@@ -113,7 +113,8 @@ class BoxRefinementDecoder(nn.Module):
 
     def query_positions(self, boxes: torch.Tensor, bounds: torch.Tensor) -> tuple[Positions, torch.Tensor]:
         """The queries' positions (their current boxes) and their position embedding (B, Q, d)."""
-        pos_q = Positions(coords=boxes[..., :3], scene=SceneGeometry(bounds=bounds, boxes=boxes), device=boxes.device)
+        scene = SceneGeometry(bounds=bounds, boxes=boxes, check_values=False)  # sizes: exp of clamped log-scales
+        pos_q = Positions(coords=boxes[..., :3], scene=scene, device=boxes.device)
         if self.absolute:
             return pos_q, self.query_pos(self.encoding.position_embedding(pos_q).to(boxes.dtype))
         low, high = bounds[:, :1].to(boxes.dtype), bounds[:, 1:].to(boxes.dtype)

@@ -1,0 +1,97 @@
+"""Checks of geometry where it enters vispe (image sizes, depths, depth ranges), in the one error style: what is
+wrong, the value seen, and how to fix it.
+
+Value checks read tensors back to the host, so they run only where :func:`checking_values` allows it: never while
+torch.compile, torch.export, torch.fx or torch.jit trace a model, nor on meta tensors. Checks of shapes, sizes and
+Python numbers are free and always run.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+
+__all__ = ['check_boxes', 'check_depth_range', 'check_finite', 'checking_values', 'positive_int', 'size_pair',
+           'tracing']
+
+
+def tracing() -> bool:
+    """Whether torch.compile, torch.export or torch.fx trace the code: checks that read values back to the host are
+    skipped then, and derived matrices are computed in the traced code rather than read from the instance."""
+    return torch.compiler.is_compiling() or torch.fx._symbolic_trace.is_fx_symbolic_tracing()
+
+
+def checking_values(x: torch.Tensor) -> bool:
+    """Whether value checks that read ``x`` back to the host run: not while a model is traced or compiled (torch.jit
+    included) and not for meta tensors."""
+    return not (tracing() or torch.jit.is_tracing() or x.device.type == 'meta')
+
+
+def positive_int(value: Any, name: str, fix: str, minimum: int = 1) -> int:
+    """``value`` as an int of at least ``minimum``: an integer, an integral float (32.0) or a 0-d tensor / array /
+    numpy scalar of one. Refuses bools, fractions, NaN, infinities, strings and values below ``minimum`` with an
+    error naming ``name`` and ``fix``."""
+    if isinstance(value, torch.SymInt):
+        return value
+    number = value.item() if hasattr(value, 'item') and getattr(value, 'ndim', 0) == 0 else value
+    integral = isinstance(number, numbers.Integral) and not isinstance(number, bool)
+    if not integral and isinstance(number, float) and math.isfinite(number) and number.is_integer():
+        integral = True
+    if not integral:
+        raise TypeError(f'{name} must be a whole number, got {value!r} '
+                        f'({type(value).__name__}); {fix}')
+    if number < minimum:
+        raise ValueError(f'{name} must be at least {minimum}, got {value!r}; {fix}')
+    return int(number)
+
+
+def size_pair(value: Any, name: str, fix: str) -> tuple[int, int]:
+    """``value`` as an (H, W) pair of positive ints (see :func:`positive_int`), or an error naming ``name``."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, torch.Tensor)) or len(value) != 2:
+        raise ValueError(f'{name} must be (H, W), two positive whole numbers, got {value!r}; {fix}')
+    return positive_int(value[0], f'{name}[0] (H)', fix), positive_int(value[1], f'{name}[1] (W)', fix)
+
+
+def check_depth_range(owner: str, num: Any, start: float, stop: float, min_num: int = 1) -> int:
+    """Refuse a depth-bin range that gives no camera-frame depths: ``num`` a whole number >= ``min_num``,
+    ``0 < start < stop``, both finite. Returns ``num`` as an int."""
+    count = positive_int(num, f'{owner}: num (the bin count)', f'give a whole number of at least {min_num}')
+    if count < min_num:
+        raise ValueError(f'{owner} needs num >= {min_num} bins, got num={num}; give more bins')
+    if not (isinstance(start, numbers.Real) and isinstance(stop, numbers.Real)):
+        raise TypeError(f'{owner}: start and stop must be numbers (metres), got start={start!r}, stop={stop!r}')
+    if not (math.isfinite(start) and math.isfinite(stop) and 0 < start < stop):
+        raise ValueError(f'{owner} needs finite depths 0 < start < stop (metres in front of the camera), got '
+                         f'start={start}, stop={stop}; e.g. start=1.0 and stop=position_range[3] as PETR')
+    return count
+
+
+def check_finite(values: torch.Tensor, name: str, fix: str, positive: bool = False) -> None:
+    """Refuse NaN or infinite values (and, with ``positive``, depths <= 0, which lie at or behind the camera), naming
+    the first bad one and ``fix``; a value check (skipped where :func:`checking_values` says so)."""
+    if not checking_values(values):
+        return
+    bad = ~(torch.isfinite(values) & (values > 0)) if positive else ~torch.isfinite(values)
+    if bool(bad.any()):
+        where = tuple(int(i) for i in bad.nonzero()[0])
+        what = 'finite and positive (in front of the camera)' if positive else 'finite (no NaN or inf)'
+        raise ValueError(f'{name} must be {what}; got {float(values[where])} at index {list(where)}; {fix}')
+
+
+def check_boxes(boxes: torch.Tensor, name: str) -> None:
+    """Refuse (B, N, 7) boxes (x, y, z, l, w, h, yaw) with NaN or infinite entries or a size l, w or h <= 0, naming
+    the first bad box, its value and the fix; a value check (skipped where :func:`checking_values` says so)."""
+    if not checking_values(boxes):
+        return
+    finite = torch.isfinite(boxes).all(-1)
+    bad = ~finite | (finite & (boxes[..., 3:6] <= 0).any(-1))
+    if bool(bad.any()):
+        scene, box = (int(i) for i in bad.nonzero()[0])
+        value = [round(float(v), 6) for v in boxes[scene, box]]
+        problem = 'has NaN or infinite entries' if not bool(finite[scene, box]) else 'has a size l, w or h <= 0'
+        raise ValueError(f'{name}: box {box} of scene {scene} {problem}: (x, y, z, l, w, h, yaw) = {value}; give '
+                         f'finite boxes with positive sizes in metres (drop degenerate boxes, or clamp predicted sizes '
+                         f'to a small positive minimum as V-DETR does with exp of a clamped log-scale).')
