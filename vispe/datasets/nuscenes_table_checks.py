@@ -1,8 +1,8 @@
 """Checks of nuScenes-format tables, run when :class:`~vispe.datasets.nuscenes_tables.NuScenesTables` loads
-them (the camera channels when :class:`~vispe.datasets.MultiViewDetection` reads cameras from them). Mistakes that would silently drop data warn (a custom rig or label set may mean them), naming the
-file, the names seen, the known names and the fix: a camera channel under another name (its view is missing from
-every sample), a category under another name (its boxes are never targets). Annotations that are no box are
-refused.
+them (the camera channels when :class:`~vispe.datasets.MultiViewDetection` reads cameras from them). Mistakes that
+would silently drop data warn (a custom rig or label set may mean them), naming the file, the names seen, the known
+names and the fix: a camera channel under another name (its view is missing from every sample), a category under
+another name (its boxes are never targets). Annotations that are no box are refused.
 """
 from __future__ import annotations
 

@@ -47,7 +47,8 @@ from vispe.geometry.boxes import boxes_to_nuscenes
 
 __all__ = ['ATTRIBUTE_NAMES', 'DEFAULT_ATTRIBUTES', 'MOVING_SPEED', 'NUSCENES_TABLES', 'SUBMISSION_META',
            'DevkitEvaluation', 'DevkitUnavailable', 'box_attributes', 'build_submission', 'detections_to_sample_boxes',
-           'devkit_accumulate', 'devkit_import_error', 'lidar_boxes_to_global', 'run_detection_eval', 'split_scene_names', 'write_submission']
+           'devkit_accumulate', 'devkit_import_error', 'lidar_boxes_to_global', 'run_detection_eval', 'split_scene_names',
+           'write_submission']
 
 SUBMISSION_META = {'use_camera': True, 'use_lidar': False, 'use_radar': False, 'use_map': False,
                    'use_external': False}
