@@ -13,6 +13,8 @@ import warnings
 
 import torch
 
+from vispe.geometry.checks import checking_values
+
 NONFINITE_OPTIONS = ('raise', 'warn', 'ignore')
 AUTOCAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -27,8 +29,9 @@ def check_nonfinite_option(value: str) -> str:
 
 
 def value_checks_enabled(x: torch.Tensor) -> bool:
-    """False while tracing or compiling (no data-dependent branches there) and for meta tensors."""
-    return not (torch.jit.is_tracing() or torch.compiler.is_compiling() or x.device.type == 'meta')
+    """False while tracing or compiling (no data-dependent branches there) and for meta tensors: the geometry's
+    rule (:func:`vispe.geometry.checks.checking_values`), so images and geometry are checked in the same places."""
+    return checking_values(x)
 
 
 def _autocast_enabled(device_type: str) -> bool:
