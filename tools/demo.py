@@ -75,7 +75,8 @@ def check_arguments(args: argparse.Namespace) -> None:
     if kind == 'skimage':
         if importlib.util.find_spec('skimage') is None:
             raise InvalidArgument('--image', args.image, 'skimage:NAME images need scikit-image, which is not '
-                                  'installed', 'pip install scikit-image, or give fmnist:INDEX or an image file')
+                                  'installed', 'pip install "vispe[3d]" (or scikit-image), or give fmnist:INDEX or '
+                                  'an image file')
         import skimage.data
         if not hasattr(skimage.data, image):
             raise InvalidArgument('--image', args.image, f'scikit-image has no image {image!r}',

@@ -39,7 +39,7 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "Installing vispe and its dependencies into $venv (first run: several minutes, torch is large)"
   "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet -e '.[dev]'
+  "$venv/bin/python" -m pip install --quiet -e '.[all,dev]'
   # nuScenes' devkit for its detection evaluation, without its numpy<2 pin (see pyproject.toml, extra "nuscenes").
   "$venv/bin/python" -m pip install --quiet --no-deps nuscenes-devkit==1.2.0
   echo "$want" > "$stamp"

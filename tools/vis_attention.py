@@ -51,6 +51,7 @@ from vispe.engine import load_config, named_unknown_types
 from vispe.engine.arguments import (InvalidArgument, check_indices, check_query, existing_file, grid_query,
                                     non_negative_int, positive_int, reported_by, run_main, writable_output)
 from vispe.datasets.coco_detection import IMAGENET_MEAN, IMAGENET_STD, detection_image, load_coco
+from vispe.extras import import_extra
 from vispe.models.detr import DETR
 from vispe.models.petr import PETRDetector
 from vispe.models.vdetr import VDETR
@@ -180,13 +181,10 @@ def load_image(spec: str) -> np.ndarray:
                              f'from 0 to {len(images) - 1}.')
         return images[int(name)].copy()
     if kind == 'skimage':
-        try:
-            import skimage.data
-        except ImportError:
-            raise ImportError('skimage:NAME images need scikit-image: pip install scikit-image') from None
-        if not hasattr(skimage.data, name):
+        skimage_data = import_extra('skimage.data', f'--image {spec}')
+        if not hasattr(skimage_data, name):
             raise ValueError(f'scikit-image has no image {name!r} (try astronaut, camera, coffee, chelsea).')
-        return np.asarray(getattr(skimage.data, name)())
+        return np.asarray(getattr(skimage_data, name)())
     path = Path(spec)
     if not path.is_file():
         raise FileNotFoundError(f"Image {spec!r}: not a file, and not 'fmnist:INDEX' or 'skimage:NAME'.")

@@ -16,7 +16,6 @@ Export on the CPU: the decomposition covers the CPU attention kernel.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from vispe.extras import import_extra
 from vispe.files import write_atomically
 from vispe.models import DETR, VDETR, PETRDetector
 
@@ -32,7 +32,6 @@ __all__ = ['DETRNetwork', 'ONNX_OPSET', 'PETRNetwork', 'VDETRNetwork', 'attentio
            'example_inputs', 'export_onnx', 'export_program', 'onnx_translations', 'ring_cameras', 'run_onnx']
 
 ONNX_OPSET = 20  # GridSample on volumes (VertexRPE's 10³ table) needs opset 20
-ONNX_TOOLS = "the ONNX tools are not installed: pip install onnx onnxscript onnxruntime (vispe's dev extra)"
 
 
 class PETRNetwork(nn.Module):
@@ -177,10 +176,7 @@ def attention_decompositions() -> dict[Any, Callable[..., Any]]:
 
 def onnx_translations() -> dict[Callable[..., Any], Callable[..., Any]]:
     """ATen operators torch.onnx does not translate -> their ONNX Script translations (``custom_translation_table``)."""
-    try:
-        from onnxscript import opset20
-    except ImportError as error:
-        raise ImportError(ONNX_TOOLS) from error
+    opset20 = import_extra('onnxscript', 'translating to ONNX').opset20
 
     def grid_sampler_3d(input: Any, grid: Any, interpolation_mode: int, padding_mode: int,
                         align_corners: bool) -> Any:
@@ -203,8 +199,8 @@ def export_onnx(module: nn.Module, args: tuple[Any, ...], path: str | Path, inpu
     unrolled loops (V-DETR's farthest-point sampling: one step per sampled point) and onnxruntime optimises the graph
     when it loads it anyway.
     """
-    if importlib.util.find_spec('onnxscript') is None:  # torch.onnx's dynamo exporter needs it
-        raise ImportError(ONNX_TOOLS)
+    import_extra('onnx', 'exporting to ONNX')   # torch.onnx's dynamo exporter needs onnx and onnxscript
+    import_extra('onnxscript', 'exporting to ONNX')
     program = export_program(module, args).run_decompositions(attention_decompositions())
     inputs = [value for value in args if value is not None]
     names = list(input_names or getattr(module, 'input_names', ()))[:len(inputs)] or None
@@ -217,10 +213,7 @@ def export_onnx(module: nn.Module, args: tuple[Any, ...], path: str | Path, inpu
 def run_onnx(path: str | Path, args: Sequence[torch.Tensor | None]) -> list[np.ndarray]:
     """The outputs of an ONNX file on onnxruntime's CPU provider for the inputs ``args`` (``None`` skipped), in the
     order the file lists its inputs."""
-    try:
-        import onnxruntime
-    except ImportError as error:
-        raise ImportError(ONNX_TOOLS) from error
+    onnxruntime = import_extra('onnxruntime', 'running an ONNX file')
     session = onnxruntime.InferenceSession(str(path), providers=['CPUExecutionProvider'])
     inputs = [value for value in args if value is not None]
     expected = session.get_inputs()

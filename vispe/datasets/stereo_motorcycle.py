@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from vispe.extras import import_extra
+
 __all__ = ['MOTORCYCLE', 'motorcycle_rgbd', 'rgbd_points']
 
 MOTORCYCLE = dict(focal=994.978, cx=311.193, cy=254.877, doffs=31.086, baseline_mm=193.001)
@@ -14,7 +16,7 @@ MOTORCYCLE = dict(focal=994.978, cx=311.193, cy=254.877, doffs=31.086, baseline_
 def motorcycle_rgbd() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The left image (H, W, 3) uint8, its depth (H, W) float32 in metres (0 where the disparity is unknown) and
     the intrinsics K (3, 3)."""
-    from skimage.data import stereo_motorcycle
+    stereo_motorcycle = import_extra('skimage.data', 'the stereo-motorcycle RGB-D pair').stereo_motorcycle
 
     left, _, disparity = stereo_motorcycle()
     known = np.isfinite(disparity)

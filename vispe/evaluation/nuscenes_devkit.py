@@ -43,12 +43,13 @@ from mmengine.logging import MMLogger
 
 from vispe.evaluation.nuscenes_detection import (DETECTION_NAMES, DetectionEvalConfig, DetectionSummary,
                                                  OrientedBoxes, SampleBoxes, check_classes)
+from vispe.extras import NUSCENES_DEVKIT_INSTALL
 from vispe.geometry.boxes import boxes_to_nuscenes
 
 __all__ = ['ATTRIBUTE_NAMES', 'DEFAULT_ATTRIBUTES', 'MOVING_SPEED', 'NUSCENES_TABLES', 'SUBMISSION_META',
            'DevkitEvaluation', 'DevkitUnavailable', 'box_attributes', 'build_submission', 'detections_to_sample_boxes',
-           'devkit_accumulate', 'devkit_import_error', 'lidar_boxes_to_global', 'run_detection_eval', 'split_scene_names',
-           'write_submission']
+           'devkit_accumulate', 'devkit_import_error', 'lidar_boxes_to_global', 'run_detection_eval',
+           'split_scene_names', 'write_submission']
 
 SUBMISSION_META = {'use_camera': True, 'use_lidar': False, 'use_radar': False, 'use_map': False,
                    'use_external': False}
@@ -85,8 +86,8 @@ def devkit_import_error() -> str | None:
         import nuscenes.eval.detection.evaluate  # noqa: F401
     except Exception as error:  # noqa: BLE001 - any failure to import means "not available", reported with its cause
         return (f'nuscenes-devkit does not import ({type(error).__name__}: {error}); install it with '
-                f'`pip install nuscenes-devkit==1.2.0` (with numpy >= 2: --no-deps, then scikit-learn and '
-                f'cachetools)')
+                f'`{NUSCENES_DEVKIT_INSTALL}` (the devkit\'s metadata pins numpy<2; the parts vispe uses run on '
+                f'numpy 2)')
     return None
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from vispe.extras import import_extra
+
 __all__ = ['MEAN_GRID', 'STD_GRID', 'coding_parameters', 'decode_symbols', 'encode_symbols', 'gaussian_bits']
 
 MEAN_GRID = 64          # symbol-unit means on a 1/64 grid
@@ -44,7 +46,7 @@ def coding_parameters(mean: np.ndarray, scale: np.ndarray, step: np.ndarray) -> 
 
 
 def _model(low: int, high: int):
-    import constriction
+    constriction = import_extra('constriction', 'entropy coding of Gaussian attributes')
     return constriction.stream.model.QuantizedGaussian(int(low), int(high))
 
 
@@ -52,7 +54,7 @@ def encode_symbols(columns: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, 
     """ANS-code several columns of integer symbols, each ``(symbols, means, stds, low, high)`` with symbols in
     [low, high] (a column with low = high costs nothing); returns the compressed words (uint32). Decode with
     :func:`decode_symbols` and the same parameters, in the same column order."""
-    import constriction
+    constriction = import_extra('constriction', 'entropy coding of Gaussian attributes')
     coder = constriction.stream.stack.AnsCoder()
     for symbols, means, stds, low, high in reversed(columns):
         if len(symbols) and (symbols.min() < low or symbols.max() > high):
@@ -67,7 +69,7 @@ def encode_symbols(columns: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, 
 
 def decode_symbols(words: np.ndarray, columns: list[tuple[np.ndarray, np.ndarray, int, int]]) -> list[np.ndarray]:
     """Inverse of :func:`encode_symbols`: ``columns`` are ``(means, stds, low, high)``; returns the symbols."""
-    import constriction
+    constriction = import_extra('constriction', 'entropy coding of Gaussian attributes')
     coder = constriction.stream.stack.AnsCoder(np.ascontiguousarray(words, dtype=np.uint32))
     out = []
     for means, stds, low, high in columns:

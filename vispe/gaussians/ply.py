@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vispe.extras import import_extra
 from vispe.files import write_atomically
 
 __all__ = ['GaussianCloud', 'ScaleConventionWarning', 'read_gaussians_ply', 'sh_degree_of', 'write_gaussians_ply']
@@ -164,7 +165,8 @@ class GaussianCloud:
 
 def write_gaussians_ply(path: str | os.PathLike, cloud: GaussianCloud) -> Path:
     """Write ``cloud`` as a binary little-endian 3DGS ``.ply``, atomically (temporary file, then rename)."""
-    from plyfile import PlyData, PlyElement
+    plyfile = import_extra('plyfile', 'writing Gaussian .ply files')
+    PlyData, PlyElement = plyfile.PlyData, plyfile.PlyElement
 
     path = Path(path)
     cloud.validate()
@@ -181,7 +183,7 @@ def read_gaussians_ply(path: str | os.PathLike) -> GaussianCloud:
     """Read a 3DGS ``.ply``; a missing file, a file that is no ply or is cut short, missing properties, an SH count
     of no degree, non-finite values, overflowing log-scales and zero quaternions each raise a ValueError
     (FileNotFoundError) that names the file; log-scales that look linear warn (:class:`ScaleConventionWarning`)."""
-    from plyfile import PlyData
+    PlyData = import_extra('plyfile', 'reading Gaussian .ply files').PlyData
 
     path = Path(path)
     if not path.is_file():

@@ -19,6 +19,8 @@ import types
 
 import torch
 
+from vispe.extras import import_extra
+
 __all__ = ['haar_dwt', 'wavelet_loss']
 
 TOTAL_STEPS = 30_000
@@ -36,7 +38,7 @@ def _dwt_class() -> type:
         stand_in.resource_stream = lambda package, name: importlib.resources.files(package).joinpath(name).open('rb')
         sys.modules['pkg_resources'] = stand_in
     try:
-        from pytorch_wavelets import DWTForward
+        DWTForward = import_extra('pytorch_wavelets', 'the wavelet loss').DWTForward
     finally:
         if stand_in is not None and sys.modules.get('pkg_resources') is stand_in:
             del sys.modules['pkg_resources']

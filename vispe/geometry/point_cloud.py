@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Callable, Sequence, Union
 import numpy as np
 import torch
 
+from vispe.extras import import_extra
+
 if TYPE_CHECKING:
     import open3d as o3d
 
@@ -37,6 +39,7 @@ __all__ = ['POINT_CLOUD_SUFFIXES', 'PointCloudFileError', 'colour_range_problem'
            'read_points', 'voxel_down_sample', 'write_points']
 
 POINT_CLOUD_SUFFIXES = ('.npy', '.pcd', '.ply')
+FEATURE_O3D = 'reading and writing .ply / .pcd point clouds (open3d)'
 ArrayLike = Union[np.ndarray, torch.Tensor, Sequence[Sequence[float]]]
 
 HEADER_LIMIT = 1 << 16  # bytes of a .ply / .pcd header
@@ -195,7 +198,7 @@ def colour_range_problem(colours: np.ndarray, top: float) -> str | None:
 
 
 def _read_open3d(path: Path, count: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    import open3d as o3d
+    o3d = import_extra('open3d', FEATURE_O3D)
     with o3d.utility.VerbosityContextManager(o3d.utility.VerbosityLevel.Error):
         cloud = o3d.t.io.read_point_cloud(str(path), remove_nan_points=False, remove_infinite_points=False)
     found = len(cloud.point.positions) if 'positions' in cloud.point else 0
@@ -350,7 +353,7 @@ def write_points(path: str | os.PathLike, xyz: ArrayLike, colors: ArrayLike | No
 
 def _write_open3d(temporary: Path, path: Path, points: np.ndarray, colours: np.ndarray | None,
                   normals: np.ndarray | None) -> None:
-    import open3d as o3d
+    o3d = import_extra('open3d', FEATURE_O3D)
     cloud = o3d.t.geometry.PointCloud(o3d.core.Tensor(points.astype(np.float32)))
     if colours is not None:
         cloud.point.colors = o3d.core.Tensor(np.round(colours * 255).astype(np.uint8))
@@ -364,7 +367,7 @@ def _write_open3d(temporary: Path, path: Path, points: np.ndarray, colours: np.n
 
 
 def _legacy_cloud(xyz: np.ndarray, colours: np.ndarray | None = None) -> o3d.geometry.PointCloud:
-    import open3d as o3d
+    o3d = import_extra('open3d', FEATURE_O3D)
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(xyz))
     if colours is not None:
         cloud.colors = o3d.utility.Vector3dVector(colours)
@@ -415,7 +418,7 @@ def estimate_normals(xyz: ArrayLike, radius: float, max_nn: int = 30,
     Returns:
         (N, 3) float32 normals, on ``xyz``'s device (CPU for numpy).
     """
-    import open3d as o3d
+    o3d = import_extra('open3d', FEATURE_O3D)
     points = _points('estimate_normals: xyz', xyz)
     if isinstance(max_nn, bool) or not isinstance(max_nn, numbers.Integral) or max_nn < 3:
         raise ValueError(f'estimate_normals: max_nn must be an integer >= 3 (a plane needs 3 points); got {max_nn!r}.')
@@ -438,7 +441,7 @@ def knn(query_xyz: ArrayLike, ref_xyz: ArrayLike, k: int) -> tuple[torch.Tensor,
         indices (M, k) int64 into ``ref_xyz`` and Euclidean distances (M, k) float32, nearest first (the order of
         equally distant points is open3d's), on ``query_xyz``'s device (CPU for numpy).
     """
-    import open3d as o3d
+    o3d = import_extra('open3d', FEATURE_O3D)
     query = _points('knn: query_xyz', query_xyz, allow_empty=True)
     ref = _points('knn: ref_xyz', ref_xyz)
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= len(ref):

@@ -38,6 +38,7 @@ from vispe.datasets.mv_scenes.render import SceneRenderer
 from vispe.datasets.mv_scenes.rigs import (LIDAR, LIDAR_CHANNEL, REFERENCE_SIZE, RIG1, RIG2, CameraCalibration,
                                            LidarSpec, Rig, calibrate, jitter_rig, pose_matrix)
 from vispe.datasets.mv_scenes.tables import SAMPLE_PERIOD_US, SampleRecord, SensorRecord, TableBuilder, make_token
+from vispe.extras import NUSCENES_DEVKIT_INSTALL
 
 __all__ = ['INFO_FILE', 'PARTIAL_MARKER', 'SPLITS', 'VERSION', 'ConversionConfig', 'SampleSetup', 'SampleTask',
            'SplitPlan', 'convert', 'plan_tasks', 'render_task', 'sample_setup']
@@ -102,7 +103,7 @@ def _devkit_scene_names() -> dict[str, list[str]]:
         from nuscenes.utils.splits import create_splits_scenes
     except ImportError as exc:
         raise ImportError(f'mv-scenes takes its scene names from nuscenes-devkit, which is not importable ({exc}); '
-                          f'install it with `pip install nuscenes-devkit==1.2.0 --no-deps`') from None
+                          f'install it with `{NUSCENES_DEVKIT_INSTALL}`') from None
     return create_splits_scenes()
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from vispe.datasets.mv_scenes.errors import DegenerateBoxError, MeshFileError
+from vispe.extras import import_extra
 
 __all__ = ['ASSIMP_MODELS', 'CLASSES', 'CLASS_MESHES', 'CanonicalMesh', 'ClassMesh', 'load_class_meshes',
            'load_mesh', 'mesh_path', 'mesh_roots']
@@ -136,7 +137,7 @@ def load_mesh(spec: ClassMesh, path: Path) -> CanonicalMesh:
         ValueError: non-finite vertices, face indices out of range, or forward/up not perpendicular.
         DegenerateBoxError: a side of the mesh's bounding box is (near) zero.
     """
-    import trimesh
+    trimesh = import_extra('trimesh', 'reading the class meshes of mv-scenes and pt-scenes')
 
     try:
         kwargs = {'skip_materials': True} if path.suffix.lower() == '.obj' else {}

@@ -24,11 +24,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-import open3d as o3d
 
 from vispe.datasets.mv_scenes.errors import RenderError
 from vispe.datasets.mv_scenes.layout import PlacedObject
 from vispe.datasets.mv_scenes.rigs import LidarSpec
+from vispe.extras import import_extra
+
+o3d = import_extra('open3d', 'rendering mv-scenes (open3d\'s ray caster)')
 
 __all__ = ['RenderedCamera', 'RenderedLidar', 'SceneRenderer', 'camera_rays', 'check_camera']
 

@@ -22,10 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import open3d as o3d
 
 from vispe.datasets.mv_scenes.errors import RenderError
 from vispe.datasets.pt_scenes.room import Room
+from vispe.extras import import_extra
+
+o3d = import_extra('open3d', 'scanning pt-scenes rooms (open3d\'s ray caster)')
 
 __all__ = ['AMBIENT', 'DIFFUSE', 'LIGHT', 'Scan', 'ScanConfig', 'background_mesh', 'equirectangular_rays',
            'scan_room', 'voxel_first']
