@@ -72,7 +72,7 @@ def file_identity(path: Path | None) -> tuple[int, int] | None:
 
 def main() -> int:
     args = parse_args()
-    cfg = load_config(args.config, args.cfg_options, args.work_dir)
+    cfg = load_config(args.config, args.cfg_options, args.work_dir, args.vis_backend)
     out = None
     if args.format_only:
         out = args.out if args.out is not None else Path(cfg.work_dir) / 'results_nusc.json'

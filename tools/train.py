@@ -35,7 +35,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
-    cfg = load_config(args.config, args.cfg_options, args.work_dir)
+    cfg = load_config(args.config, args.cfg_options, args.work_dir, args.vis_backend)
     writable_folder(Path(cfg.work_dir), '--work-dir')
     cfg.launcher = args.launcher
     if args.resume == 'auto':

@@ -28,6 +28,9 @@ EXTRAS: dict[str, tuple[str, str]] = {
     'onnxscript': ('export', 'onnxscript'),
     'onnxruntime': ('export', 'onnxruntime'),
     'nuscenes': ('nuscenes', 'nuscenes-devkit'),
+    'tensorboard': ('tensorboard', 'tensorboard'),
+    'wandb': ('wandb', 'wandb'),
+    'mlflow': ('mlflow', 'mlflow'),
 }
 
 

@@ -6,7 +6,7 @@ import contextlib
 import copy
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from mmengine.config import Config
 from mmengine.model import is_model_wrapper
@@ -15,6 +15,7 @@ from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_mod
 
 from vispe import registry, serialization
 from vispe.engine.hooks import MMENGINE_SELF_DEPRECATIONS, RandomStateHook, dropped_log_records
+from vispe.engine.tracking import set_vis_backends
 from vispe.registry import RUNNERS, UnknownTypeError, VispeRegistry, unknown_argument_error, unknown_type_message
 
 TRUST_FLAG = '--trust-checkpoint'
@@ -43,8 +44,10 @@ def check_config_syntax(path: Path, child: Path | None = None) -> None:
 
 
 def load_config(path: str | Path, cfg_options: dict[str, Any] | None = None,
-                work_dir: str | Path | None = None) -> Config:
-    """Read a config, apply ``--cfg-options``, and set the work dir (default ``work_dirs/<config name>``)."""
+                work_dir: str | Path | None = None, vis_backends: Sequence[str] = ()) -> Config:
+    """Read a config, apply ``--cfg-options``, set the work dir (default ``work_dirs/<config name>``) and, with
+    ``vis_backends`` (``--vis-backend``), the trackers the run logs to
+    (:func:`vispe.engine.tracking.set_vis_backends`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'Config {path} not found.')
@@ -56,6 +59,8 @@ def load_config(path: str | Path, cfg_options: dict[str, Any] | None = None,
         cfg.work_dir = str(work_dir)
     elif cfg.get('work_dir') is None:
         cfg.work_dir = str(Path('work_dirs') / path.stem)
+    if vis_backends:
+        set_vis_backends(cfg, vis_backends)
     return cfg
 
 
