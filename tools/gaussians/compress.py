@@ -8,7 +8,8 @@ nearest neighbours (TC-GS), trained on the scene; or one of the baselines.
 ``--step-scale`` multiplies every group's base quantisation step (f_dc 0.02, f_rest 0.02, opacity 0.05, scale 0.02,
 rotation 0.01): the rate point. Normals are not coded (3DGS writes zeros). Prints the size, bits per Gaussian and
 the bytes of each section. ``--key-file`` signs the file (see vispe.gaussians.bitstream: a CRC-32 detects damage,
-only a signature checked with the key detects tampering).
+only a signature checked with the key detects tampering). On a terminal a progress bar shows the context model's
+training (``--quiet``: none).
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import argparse
 import time
 from pathlib import Path
 
-from vispe.engine.arguments import InvalidArgument, existing_file, output_file, positive_float, reported_by, run_main
+from vispe.engine.arguments import (InvalidArgument, existing_file, output_file, positive_float, progress_wanted,
+                                   reported_by, run_main)
 from vispe.gaussians import read_gaussians_ply
 from vispe.gaussians.bitstream import key_option, unpack, write_bitstream
 from vispe.gaussians.codec import CODECS, CodecConfig, compress
@@ -38,6 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--hidden', type=int, default=None,
                         help="the context MLP's hidden width (default: by scene size)")
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--quiet', action='store_true', help='no progress bar (none is shown outside a terminal)')
     parser.add_argument('--key-file', type=Path, default=None,
                         help='sign the file with HMAC-SHA256 under the bytes of this file (tamper-evidence; '
                              'decompress.py --key-file verifies it)')
@@ -64,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                          tri_channels=args.tri_channels, tri_resolution=args.tri_resolution, knn=args.knn,
                          hidden=args.hidden, seed=args.seed)
     start = time.perf_counter()
-    data = compress(cloud, config, args.key)
+    data = compress(cloud, config, args.key, progress=progress_wanted(args.quiet))
     seconds = time.perf_counter() - start
     write_bitstream(args.out, data)
     header, parts = unpack(data, str(args.out), args.key)

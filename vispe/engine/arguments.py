@@ -17,7 +17,14 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence
+from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence, TextIO
+
+
+def progress_wanted(quiet: bool, stream: TextIO | None = None) -> bool:
+    """Whether a long job shows a progress bar: on a terminal (``stream``, default stderr, is a TTY) unless
+    ``--quiet``; never in logs, pipes or CI."""
+    stream = sys.stderr if stream is None else stream
+    return not quiet and stream.isatty()
 
 
 class InvalidArgument(ValueError):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import sys
 import time
 import warnings
 import zlib
@@ -29,6 +30,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from vispe.gaussians.bitstream import BitstreamError, pack, unpack
 from vispe.gaussians.checks import (QuantisationWarning, check_centre_grid, check_collapse, check_float16,
@@ -188,8 +190,9 @@ def _coding_model(model: TriPlaneContext, xyz: np.ndarray, neighbours: np.ndarra
 
 def _train(model: TriPlaneContext, xyz: np.ndarray, neighbours: np.ndarray, attributes: np.ndarray,
            base_steps: np.ndarray, group_index: np.ndarray, low: torch.Tensor, high: torch.Tensor,
-           config: CodecConfig) -> list[float]:
-    """Fit the context model to the scene: uniform-noise quantisation, bits + λ·squared error per value."""
+           config: CodecConfig, progress: bool = False) -> list[float]:
+    """Fit the context model to the scene: uniform-noise quantisation, bits + λ·squared error per value; with
+    ``progress`` a bar on stderr shows the steps and the bits per Gaussian."""
     generator = torch.Generator().manual_seed(config.seed)
     points = torch.from_numpy(xyz).float()
     neighbour_index = torch.from_numpy(neighbours)
@@ -201,7 +204,8 @@ def _train(model: TriPlaneContext, xyz: np.ndarray, neighbours: np.ndarray, attr
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(config.steps, 1))
     history = []
-    for _ in range(config.steps):
+    bar = tqdm(range(config.steps), desc='training the context', unit='step', file=sys.stderr, disable=not progress)
+    for _ in bar:
         index = torch.randint(len(xyz), (min(config.batch, len(xyz)),), generator=generator)
         mean, scale, factor = model(points[neighbour_index[index]], low32, high32)
         step = steps * factor[:, columns]
@@ -214,6 +218,7 @@ def _train(model: TriPlaneContext, xyz: np.ndarray, neighbours: np.ndarray, attr
         optimizer.step()
         schedule.step()
         history.append(float(bits.detach()))
+        bar.set_postfix_str(f'{history[-1]:.1f} bits per Gaussian', refresh=False)
     return history
 
 
@@ -242,9 +247,11 @@ def _group_columns(groups: AttributeGroups) -> list[tuple[str, list[int]]]:
     return [(name, list(range(part.start, part.stop))) for name, part in groups.slices().items()]
 
 
-def compress(cloud: GaussianCloud, config: CodecConfig | None = None, key: bytes | None = None) -> bytes:
+def compress(cloud: GaussianCloud, config: CodecConfig | None = None, key: bytes | None = None,
+             progress: bool = False) -> bytes:
     """The ``.vgs`` bytes of ``cloud`` under ``config`` (training statistics in ``config.stats``; the model size
-    it used in the header's ``config``), signed under ``key`` when given (:mod:`vispe.gaussians.bitstream`).
+    it used in the header's ``config``), signed under ``key`` when given (:mod:`vispe.gaussians.bitstream`);
+    ``progress`` shows the context model's training on stderr (minutes at the default 3000 steps).
 
     Refused (ValueError, before any training where possible): ``knn`` above the number of Gaussians, a step scale
     that quantises every attribute to one value, quaternions that would decode to zero, values beyond float16's
@@ -287,7 +294,7 @@ def compress(cloud: GaussianCloud, config: CodecConfig | None = None, key: bytes
         torch.manual_seed(config.seed)
         model = _build_model(header, groups, stats)
         config.stats['bits_history'] = _train(model, xyz, neighbours, attributes, base, groups.group_index(), *box,
-                                              config)
+                                              config, progress)
         sections['model'] = _model_bytes(model)
         _load_model_bytes(model, sections['model'])              # code with exactly what the decoder will read
         mean, scale, factors = _coding_model(model, xyz, neighbours, *box)
