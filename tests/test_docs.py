@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -27,3 +28,13 @@ def test_mkdocs_builds_strictly_offline(repo_root, tmp_path) -> None:
     assert changelog_heading in (site / 'changelog' / 'index.html').read_text()
     assert 'create_vit' in (site / 'api' / 'vispe' / 'index.html').read_text()
     assert 'LookHere' in (site / 'encodings' / 'index.html').read_text()
+
+
+def test_quick_start_cross_attention_and_cameras_example_runs(repo_root) -> None:
+    """The quick start's second example (the first is the README's, run by tests/test_readme.py)."""
+    text = (repo_root / 'docs' / 'quickstart.md').read_text()
+    block = re.findall(r'```python\n(.*?)```', text, flags=re.S)[1]
+    namespace: dict = {}
+    exec(compile(block, 'docs/quickstart.md', 'exec'), namespace)
+    assert namespace['out'].shape == (1, 10, 384)
+    assert namespace['points'].shape == (1, 1, 20, 50, 64, 3)
