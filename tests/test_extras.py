@@ -92,8 +92,11 @@ def test_each_extra_installs_the_packages_vispe_imports_from_it() -> None:
             continue
         names = {distribution(requirement) for requirement in extras[extra]}
         assert package.lower() in names or (package == 'open3d' and 'open3d-cpu' in names), (module, extra, names)
-    # [all] is every feature; the trackers of online services (W&B, MLflow) are installed by choice.
-    assert set(extras['all'][0].split('[')[1].rstrip(']').split(',')) == set(extras) - {'all', 'dev', 'wandb', 'mlflow'}
+    # [all] is every feature; the trackers of online services (W&B, MLflow) are installed by choice, and the tools of
+    # development (tests, the docs site: [dev] includes [docs]) are not features.
+    assert set(extras['all'][0].split('[')[1].rstrip(']').split(',')) == (
+        set(extras) - {'all', 'dev', 'docs', 'wandb', 'mlflow'})
+    assert 'vispe[docs]' in extras['dev']
 
 
 def test_open3d_comes_as_the_right_wheel_per_platform() -> None:
