@@ -22,12 +22,11 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))  # this checkout's vispe, also when another is installed
+from vispe.reporting.generator import generated_files, stale_blocks, with_current_blocks
+from vispe.reporting.provenance import ReportSourceError, relative_name
+from vispe.reporting.sources import Sources
 
-from vispe.reporting.generator import generated_files, stale_blocks, with_current_blocks  # noqa: E402
-from vispe.reporting.provenance import ReportSourceError, relative_name  # noqa: E402
-from vispe.reporting.sources import Sources  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,12 +14,6 @@ from vispe.reporting import result_tables as results
 from vispe.reporting.headline import HEADLINE_SOURCES, headline_table
 from vispe.reporting.sources import Sources
 
-# ViT benchmark JSON (tools/benchmark.py model mode): a row measured again in a newer one is shown there only.
-VIT_BENCHMARKS = ['benchmarks/all_vit-s16_cpu1.json', 'benchmarks/bias_defaults_vit-s16_cpu1.json',
-                  'benchmarks/bias_vit-s16_cpu1.json', 'benchmarks/defaults_1024_vit-s16_cpu1.json',
-                  'benchmarks/flex_1024_vit-s16_cpu1.json', 'benchmarks/perf_224_vit-s16_cpu1.json',
-                  'benchmarks/perf_512_vit-s16_cpu1.json', 'benchmarks/rope_vs_timm_vit-s16_cpu1.json',
-                  'benchmarks/rotary_vit-s16_cpu1.json']
 PETR_EVALUATIONS = ['models/petr_mv-scenes_sizes.json', 'models/petr_mv-scenes_zoom.json',
                     'models/petr_mv-scenes_rig2.json', 'models/petr_mv-scenes_gta_sizes.json',
                     'models/petr_mv-scenes_gta_zoom.json', 'models/petr_mv-scenes_gta_rig2.json']
@@ -44,10 +38,17 @@ def caption(document: dict) -> str:
     return document.get('title') or ' '.join(command if isinstance(command, list) else [command])
 
 
+def vit_benchmarks(sources: Sources) -> list[str]:
+    """Every ViT benchmark JSON in benchmarks/ (``tools/benchmark.py`` model mode: rows with ratios to NoPE): a row
+    measured again in a newer one is shown there only."""
+    return [name for name in sources.expand('benchmarks/*.json')
+            if any('ratio_NoPE' in row for row in sources.document(name).get('rows', []))]
+
+
 def _vit(baseline: str) -> Callable[[Sources, list[str]], str]:
     def render(sources: Sources, files: list[str]) -> str:
         return '\n\n'.join(f'{caption(sources.document(name))}:\n\n' + bench.vit_table(
-            sources.document(name), baseline, sources.newer(name, VIT_BENCHMARKS)) for name in files)
+            sources.document(name), baseline, sources.newer(name, vit_benchmarks(sources))) for name in files)
     return render
 
 

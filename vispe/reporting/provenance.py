@@ -95,4 +95,4 @@ class Provenance:
         commit = f'commit {self.commit}' if self.commit else 'no commit recorded'
         if self.how == 'recorded':
             return f'run {self.date}, {commit} (recorded in the JSON)'
-        return f'{self.date}, {commit} (from git log: the commit that last changed the file)'
+        return f'{self.date}, {commit} (git log: the last commit that changed the file)'
