@@ -74,7 +74,8 @@ def vit_table(document: dict, baseline: str, newer: Iterable[tuple[str, dict]] =
         peak = megabytes(row.get('peak_bytes'))
         cells.setdefault(row['model'], {})[column] = cell if peak is None else f'{cell}, {peak}'
     passes = {column[1] for column in columns}
-    header = [f'model: × {baseline} (highest round), peak'] + [f'{size} px' + (f' {name}' if len(passes) > 1 else '') for size, name in columns]
+    header = [f'model: × {baseline} (highest round), peak']
+    header += [f'{size} px' + (f' {name}' if len(passes) > 1 else '') for size, name in columns]
     rows = [[model, *[by_column.get(column, '–') for column in columns]] for model, by_column in cells.items()]
     notes = [f'Measured again in the newer `{name}` (shown in its table): {", ".join(sorted(labels))}.'
              for name, labels in moved.items()]

@@ -29,27 +29,33 @@ def headline_table(sources: Sources) -> str:
     largest = str(card['sizes'][-1])
     petr = sources.document(PETR_SIZES)
 
-    def petr_map(label: str) -> str:
-        result = next(r for r in _group(petr, label)['results'] if r['height'] == 90)
+    height, width = petr['runs'][0]['train_size']
+
+    def petr_map(label: str) -> str:  # at the training size, the training rig
+        result = next(r for r in _group(petr, label)['results']
+                      if (r['height'], r['width'], r['rig']) == (height, width, 'config'))
         return mean_spread(result['mean']['nusc/mAP'], result['spread']['nusc/mAP'], 3)
     views = sources.document(NOVEL_VIEWS)['groups']
+
+    def psnr(label: str) -> str:
+        return mean_spread(views[label]['nvs/psnr']['mean'], views[label]['nvs/psnr']['spread'], 2)
     crops = sources.document(CROP_DEPTH)
 
     def tele_absrel(label: str) -> str:
         result = next(r for r in _group(crops, label)['results'] if r['split'] == 'test-tele')
         return mean_spread(result['mean']['depth/absrel'], result['spread']['depth/absrel'], 3)
     rows = [
-        ['ViT-S/16 at 1024 px, LookHere with FlexAttention (time × NoPE, peak memory)',
+        [f'ViT-S/16 at {lookhere["size"]} px, LookHere with FlexAttention (time × NoPE, peak memory)',
          f'{ratio(lookhere["ratio_NoPE"])}, {megabytes(lookhere["peak_bytes"])}',
          f'SDPA path: {ratio(sdpa["ratio_NoPE"])}, {megabytes(sdpa["peak_bytes"])}'],
         [f'Fashion-MNIST top-1 % at {largest} px (trained at {card["sizes"][0]}), RoPE-Mixed tuned on minival',
          mean_spread(card['tuned']['top1'][largest], card['tuned']['top1_spread'][largest], 1),
          f'as trained: {mean_spread(card["top1"][largest], card["top1_spread"][largest], 1)}'],
-        ['mv-scenes 3D detection mAP at 90×160, PETR (LID)', petr_map('petr-r18_petr-lid_mv-scenes'),
+        [f'mv-scenes 3D detection mAP at {height}×{width}, PETR (LID)', petr_map('petr-r18_petr-lid_mv-scenes'),
          f'no 3D PE: {petr_map("petr-r18_nope_mv-scenes")}'],
-        ['novel-view PSNR (dB), GTA', mean_spread(views['gta']['nvs/psnr']['mean'], views['gta']['nvs/psnr']['spread'], 2),
-         f'NoPE: {mean_spread(views["nope"]["nvs/psnr"]["mean"], views["nope"]["nvs/psnr"]["spread"], 2)}'],
-        ['crop depth AbsRel at unseen focal lengths (test-tele), KPE dense', tele_absrel('vit-t4_kpe-dense_mv-crops-depth'),
+        ['novel-view PSNR (dB), GTA', psnr('gta'), f'NoPE: {psnr("nope")}'],
+        ['crop depth AbsRel at unseen focal lengths (test-tele), KPE dense',
+         tele_absrel('vit-t4_kpe-dense_mv-crops-depth'),
          f'crop box without K: {tele_absrel("vit-t4_crop-box_mv-crops-depth")}'],
     ]
     return table(['result', 'vispe', 'baseline (same runs)'], rows)

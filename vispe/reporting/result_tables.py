@@ -8,6 +8,8 @@ from pathlib import PurePosixPath
 
 from vispe.reporting.markdown import mean_spread, table
 
+DEVKIT = ('mAP', 'NDS', 'NDS_official')
+
 
 def zoo_table(cards: dict[str, dict]) -> str:
     """The model zoo: top-1 % per test size of each card (``models/<card>/results.json``), and its ``+tuned`` row."""
@@ -73,9 +75,9 @@ def nuscenes_table(documents: list[dict], height: int) -> str:
                              mean_spread(mean['nusc/mAP'], spread['nusc/mAP'], 3),
                              mean_spread(mean['nusc/NDS'], spread['nusc/NDS'], 3),
                              *[f'{mean[f"nusc/{name}"]:.2f}' for name in ('mATE', 'mASE', 'mAOE')],
-                             ' / '.join(f'{mean[f"nusc/devkit/{name}"]:.3f}' for name in ('mAP', 'NDS', 'NDS_official'))])
-    return table(['seed group', 'rig', 'mAP', 'NDS', 'mATE (m)', 'mASE', 'mAOE (rad)', 'devkit mAP / NDS / official NDS'],
-                 rows)
+                             ' / '.join(f'{mean[f"nusc/devkit/{name}"]:.3f}' for name in DEVKIT)])
+    return table(['seed group', 'rig', 'mAP', 'NDS', 'mATE (m)', 'mASE', 'mAOE (rad)',
+                  'devkit mAP / NDS / official NDS'], rows)
 
 
 def point_sweep_table(document: dict) -> str:
