@@ -158,3 +158,18 @@ def test_run_stamp_and_provenance_from_git(tmp_path) -> None:
     assert 'git log: the last commit that changed the file' in provenance.describe()
     recorded = Provenance.of(tmp_path / 'new.json', {'date': stamp['date'], 'commit': head}, tmp_path)
     assert recorded.describe() == f'run {stamp["date"][:10]}, commit {head[:7]} (recorded in the JSON)'
+
+
+def test_compare_trees_records_the_date_and_both_commits(repo_root, tmp_path, monkeypatch) -> None:
+    tool = load_tool('compare_trees')
+    rows = [{'size': 32, 'model': name, 'ratio_timm (plain ViT)': value}
+            for name, value in (('timm (plain ViT)', 1.0), ('NoPE', 1.1))]
+    monkeypatch.setattr(tool, 'tree_environment', lambda tree: {})
+    monkeypatch.setattr(tool, 'run_once', lambda tree, env, args, out: rows)
+    monkeypatch.setattr('sys.argv', ['compare_trees.py', str(repo_root), str(repo_root), '--rounds', '1',
+                                     '--out', str(tmp_path / 'c')])
+    assert tool.main() == 0
+    document = json.loads((tmp_path / 'c.json').read_text())
+    head = run_stamp(repo_root)['commit']
+    assert document['commit'] == document['commit_before'] == head and document['date'].endswith('+00:00')
+    assert document['rounds']['after'] == [rows]

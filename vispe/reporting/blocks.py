@@ -17,6 +17,7 @@ from vispe.reporting.sources import Sources
 PETR_EVALUATIONS = ['models/petr_mv-scenes_sizes.json', 'models/petr_mv-scenes_zoom.json',
                     'models/petr_mv-scenes_rig2.json', 'models/petr_mv-scenes_gta_sizes.json',
                     'models/petr_mv-scenes_gta_zoom.json', 'models/petr_mv-scenes_gta_rig2.json']
+DETECTION_METRICS = [('COCO box mAP', 'bbox_mAP'), ('mAP at IoU 0.5', 'bbox_mAP_50')]
 GAUSSIAN_REPORTS = ['models/gaussians_motorcycle-init.json', 'models/gaussians_motorcycle-fit.json',
                     'models/gaussians_mv-scene0-init.json', 'models/gaussians_mv-scene0-fit.json']
 
@@ -70,7 +71,8 @@ BLOCKS = {block.name: block for block in [
     Block('zoo', ['models/*/results.json'],
           lambda sources, files: results.zoo_table({name: sources.document(name) for name in files})),
     Block('detr-extrapolation', ['models/detr_fmnist-det_extrapolation.json'],
-          _each(lambda document: results.seed_group_table(document, 'bbox_mAP'), captioned=False)),
+          _each(lambda document: '\n\n'.join(f'{title}:\n\n{results.seed_group_table(document, metric)}'
+                                               for title, metric in DETECTION_METRICS), captioned=False)),
     Block('petr-map', PETR_EVALUATIONS,
           lambda sources, files: results.multiview_table([sources.document(name) for name in files])),
     Block('petr-nuscenes', PETR_EVALUATIONS,
