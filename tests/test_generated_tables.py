@@ -138,7 +138,7 @@ def test_a_newer_run_of_the_same_configuration_replaces_the_older_row() -> None:
     newer['rows'][1]['model'] = 'LookHere directions=halves'
     text = vit_table(older, 'NoPE', [('new.json', newer)])
     assert '2.35' not in text and '| ALiBi2D | 1.20×' in text and '| NoPE |' in text
-    assert 'Measured again in the newer `new.json` (shown in its table): LookHere at 1024 px.' in text
+    assert 'Measured again by the newer run `new.json`, dropped here: LookHere at 1024 px.' in text
 
 
 def test_run_stamp_and_provenance_from_git(tmp_path) -> None:

@@ -55,7 +55,7 @@ def measurement_keys(document: dict) -> set[tuple[str, Any, str, int | None]]:
 def vit_table(document: dict, baseline: str, newer: Iterable[tuple[str, dict]] = ()) -> str:
     """One row per model, one column per (size, pass): ``× baseline (highest round), peak MB``; rows measured again
     in a ``newer`` (name, JSON) are dropped and listed under the table."""
-    newer = list(newer)
+    newer_keys = [(name, measurement_keys(later)) for name, later in newer]
     batch = batch_of(document)
     columns: list[tuple[Any, str]] = []
     cells: dict[str, dict[tuple[Any, str], str]] = {}
@@ -63,7 +63,7 @@ def vit_table(document: dict, baseline: str, newer: Iterable[tuple[str, dict]] =
     for row in document['rows']:
         column = (row['size'], row.get('pass', 'forward'))
         key = (canonical_model(row['model']), *column, batch)
-        where = [name for name, later in newer if not is_baseline(row['model']) and key in measurement_keys(later)]
+        where = [name for name, keys in newer_keys if not is_baseline(row['model']) and key in keys]
         if where:
             moved.setdefault(where[-1], set()).add(f'{row["model"]} at {row["size"]} px')
             continue
@@ -77,7 +77,7 @@ def vit_table(document: dict, baseline: str, newer: Iterable[tuple[str, dict]] =
     header = [f'model: × {baseline} (highest round), peak']
     header += [f'{size} px' + (f' {name}' if len(passes) > 1 else '') for size, name in columns]
     rows = [[model, *[by_column.get(column, '–') for column in columns]] for model, by_column in cells.items()]
-    notes = [f'Measured again in the newer `{name}` (shown in its table): {", ".join(sorted(labels))}.'
+    notes = [f'Measured again by the newer run `{name}`, dropped here: {", ".join(sorted(labels))}.'
              for name, labels in moved.items()]
     return '\n\n'.join([table(header, rows), *notes])
 
