@@ -1,11 +1,21 @@
 """tools/benchmark.py runs in both modes and writes its CSV and JSON."""
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
 
 import pytest
+
+from vispe.reporting.provenance import run_stamp
+
+
+def assert_run_stamped(document: dict, repo_root) -> None:
+    """The JSON records when it ran (UTC, within the last hour) and the commit of the checkout that ran it."""
+    age = datetime.datetime.now(datetime.timezone.utc) - datetime.datetime.fromisoformat(document['date'])
+    assert datetime.timedelta(0) <= age < datetime.timedelta(hours=1)
+    assert document['commit'] == run_stamp(repo_root)['commit']
 
 
 def run_benchmark(repo_root, tmp_path, *args: str, sizes=('32', '64')) -> subprocess.CompletedProcess:
@@ -20,7 +30,9 @@ def test_model_benchmark(repo_root, tmp_path) -> None:
     result = run_benchmark(repo_root, tmp_path, '--encodings', 'RoPEAxial', '--configs', '{"type": "LookHere"}',
                            '--memory', sizes=('48',))
     assert result.returncode == 0, result.stderr
-    rows = json.loads((tmp_path / 'b.json').read_text())['rows']
+    document = json.loads((tmp_path / 'b.json').read_text())
+    assert_run_stamped(document, repo_root)
+    rows = document['rows']
     assert [row['model'] for row in rows] == ['timm (plain ViT)', 'timm (plain ViT) control', 'NoPE', 'RoPEAxial',
                                              'LookHere']
     assert all(row['ratio_NoPE'] > 0 and row['peak_bytes'] > 0 and row['pass'] == 'forward' for row in rows)
@@ -86,7 +98,9 @@ def test_view_stack_benchmark_and_a_bad_layout(repo_root, tmp_path) -> None:
     result = subprocess.run([*tool, '2x3x4', '--backward', '--repeats', '1', '--warmup', '0',
                              '--out', str(tmp_path / 'v')], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    rows = json.loads((tmp_path / 'v.json').read_text())['rows']
+    document = json.loads((tmp_path / 'v.json').read_text())
+    assert_run_stamped(document, repo_root)
+    rows = document['rows']
     assert [row['model'] for row in rows] == ['plain SDPA', 'plain SDPA control', "GTA on='qkvo'", "GTA on='qk'"]
     assert rows[0]['ratio'] == rows[0]['ratio_high'] == 1.0 and all(row['layout'] == '2 x 3x4' for row in rows)
     bad = subprocess.run([*tool, '2x14'], capture_output=True, text=True, timeout=600)

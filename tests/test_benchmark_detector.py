@@ -17,6 +17,7 @@ from vispe.engine.benchmark_detector import (ENCODING_SECTIONS, EncodingTimer, b
                                              detector_image_size, fixed_rig, forward_run, load_detector,
                                              synthetic_batch)
 from vispe.geometry import Cameras
+from vispe.reporting.provenance import run_stamp
 
 from .datasets.nuscenes_fixture import write_nuscenes
 from .helpers import load_tool
@@ -58,6 +59,7 @@ def test_detector_mode_writes_ratios_shares_and_camera_work(repo_root: Path, tmp
     assert result.returncode == 0, result.stderr
     document = json.loads(out.with_suffix('.json').read_text())
     assert document['baseline'] == 'tiny_nope' and document['note'] == 'shared machine'
+    assert document['date'] and document['commit'] == run_stamp(repo_root)['commit']
     assert document['command'].startswith('python tools/benchmark.py --detectors')
     assert document['machine']['threads'] == 1 and document['machine']['torch'] == torch.__version__
     assert 'built-in' in document['rigs']['32']

@@ -78,6 +78,7 @@ from vispe.engine.benchmark_detector import CAMERA_TABLE_NOTE, benchmark_detecto
 from vispe.engine.benchmark_points import run_point_layer
 from vispe.engine.benchmark_views import run_view_stack, view_layout
 from vispe.geometry import Positions
+from vispe.reporting.provenance import run_stamp
 from vispe.text_table import aligned_table
 
 VIT_ONLY = ('--arch', '--encodings', '--configs', '--timm-models', '--layer', '--memory', '--backward', '--passes',
@@ -365,7 +366,7 @@ def run_detectors(args: argparse.Namespace, device: torch.device, command: str) 
     print(f'\n{CAMERA_TABLE_NOTE}')
     print(aligned_table(camera))
     if args.out:
-        document = dict(command=command, title=title, machine=machine, note=args.note, **result)
+        document = dict(command=command, **run_stamp(), title=title, machine=machine, note=args.note, **result)
         write_text_atomically(args.out.with_suffix('.json'), json.dumps(document, indent=1, allow_nan=False) + '\n')
         write_text_atomically(args.out.with_suffix('.md'), '\n\n'.join([*lines, markdown_table(speed),
                                                                          CAMERA_TABLE_NOTE, markdown_table(camera)])
@@ -437,7 +438,8 @@ def main() -> int:
         write_text_atomically(args.out.with_suffix('.csv'), table.getvalue())
         note = dict(note=args.note) if args.note else {}
         write_text_atomically(args.out.with_suffix('.json'),
-                              json.dumps(dict(command=command, title=title, **note, rows=rows), indent=1))
+                              json.dumps(dict(command=command, **run_stamp(), title=title, **note, rows=rows),
+                                         indent=1))
         note_line = f'note: {args.note}\n\n' if args.note else ''
         write_text_atomically(args.out.with_suffix('.md'),
                               f'{title}\n\n`{command}`\n\n{note_line}{markdown_table(cells)}\n')

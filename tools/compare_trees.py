@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from vispe.engine.arguments import positive_int, reported_by, writable_output
+from vispe.reporting.provenance import run_stamp
 
 BASELINE = 'timm (plain ViT)'
 
@@ -100,7 +101,9 @@ def main() -> int:
     print(header)
     print('\n'.join('  '.join(cell.ljust(width) for cell, width in zip(line, widths)) for line in lines))
     if args.out:
-        args.out.with_suffix('.json').write_text(json.dumps(dict(command=command, rounds=rounds), indent=1))
+        args.out.with_suffix('.json').write_text(json.dumps(dict(command=command, **run_stamp(args.after),
+                                                                commit_before=run_stamp(args.before)['commit'],
+                                                                rounds=rounds), indent=1))
         table = ['| ' + ' | '.join(lines[0]) + ' |', '|' + '---|' * len(lines[0])]
         table += ['| ' + ' | '.join(line) + ' |' for line in lines[1:]]
         args.out.with_suffix('.md').write_text(f'{header}\n\n`{command}`\n\n' + '\n'.join(table) + '\n')

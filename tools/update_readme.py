@@ -1,10 +1,20 @@
-"""Regenerate the tables of README.md that come from elsewhere (``--check``: fail if one is stale).
+"""Regenerate the generated blocks of README.md and docs/*.md (``--check``: fail if one is stale).
 
-- the encodings table, from the registry (``vispe.list_encodings()``);
-- the model-zoo table, copied from ``models/README.md`` (written by ``tools/zoo_card.py``).
+A file shows a generated table by holding its marker block, ``<!-- NAME:start -->`` ... ``<!-- NAME:end -->``;
+every known block found is filled (the names and their sources: ``vispe/reporting/blocks.py``):
 
-    python tools/update_readme.py          # rewrite the tables between their markers
-    python tools/update_readme.py --check  # exit 1 if README.md is out of date
+- ``encodings``: the encodings table, from the registry (``vispe.list_encodings()``);
+- ``headline``: a few headline results; ``zoo``: the model zoo (``models/*/results.json``);
+- results from ``models/*.json`` (``detr-extrapolation``, ``petr-map``, ``petr-nuscenes``, ``vdetr-sweep``,
+  ``novel-views``, ``crop-depth``, ``gaussian-codecs``) and benchmarks from ``benchmarks/*.json`` (``bench-*``).
+
+Each block ends with a stamp naming its JSON files and the date and commit of their runs (recorded in the JSON, or
+the commit that last changed the file from ``git log``, said which). A missing or malformed JSON, or an unknown
+block name, is an error naming it.
+
+    python tools/update_readme.py                 # rewrite every block of README.md and docs/*.md
+    python tools/update_readme.py --check         # exit 1 if a block is stale, naming it
+    python tools/update_readme.py --files my.md   # other files (e.g. a draft)
 """
 from __future__ import annotations
 
@@ -12,43 +22,37 @@ import argparse
 import sys
 from pathlib import Path
 
-import vispe
+from vispe.reporting.generator import generated_files, stale_blocks, with_current_blocks
+from vispe.reporting.provenance import ReportSourceError, relative_name
+from vispe.reporting.sources import Sources
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-README = REPO_ROOT / 'README.md'
-ZOO_INDEX = REPO_ROOT / 'models' / 'README.md'
-ENCODINGS = ('<!-- encodings:start -->', '<!-- encodings:end -->')
-ZOO = ('<!-- zoo:start -->', '<!-- zoo:end -->')
 
 
-def between(text: str, markers: tuple[str, str]) -> str:
-    return text.split(markers[0], 1)[1].split(markers[1], 1)[0]
-
-
-def replaced(text: str, markers: tuple[str, str], body: str) -> str:
-    head, rest = text.split(markers[0], 1)
-    _, tail = rest.split(markers[1], 1)
-    return f'{head}{markers[0]}\n{body.strip()}\n{markers[1]}{tail}'
-
-
-def with_current_tables(text: str) -> str:
-    text = replaced(text, ENCODINGS, vispe.list_encodings().markdown())
-    zoo = between(ZOO_INDEX.read_text(), ZOO).replace('](', '](models/')  # links relative to the repository root
-    return replaced(text, ZOO, zoo)
-
-
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--check', action='store_true')
-    args = parser.parse_args()
-    text = README.read_text()
-    updated = with_current_tables(text)
-    if args.check:
-        if updated != text:
-            print('README.md tables are stale: run python tools/update_readme.py', file=sys.stderr)
-            return 1
-        return 0
-    README.write_text(updated)
+    parser.add_argument('--check', action='store_true', help='change nothing; exit 1 if a generated block is stale')
+    parser.add_argument('--files', nargs='+', type=Path, default=None,
+                        help='markdown files to process (default: README.md and docs/**/*.md with marker blocks)')
+    parser.add_argument('--root', type=Path, default=REPO_ROOT, help='the repository whose JSON the tables read')
+    args = parser.parse_args(argv)
+    sources = Sources(args.root)
+    files = args.files if args.files is not None else generated_files(args.root)
+    stale = []
+    try:
+        for path in files:
+            text = path.read_text()
+            updated = with_current_blocks(text, sources, where=relative_name(path, args.root))
+            if args.check:
+                stale += [f'{relative_name(path, args.root)}: {name}' for name in stale_blocks(text, updated)]
+            elif updated != text:
+                path.write_text(updated)
+    except (ReportSourceError, ValueError, OSError) as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 2
+    if stale:
+        print('stale generated blocks (run python tools/update_readme.py):\n  ' + '\n  '.join(stale), file=sys.stderr)
+        return 1
     return 0
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from vispe.reporting.provenance import run_stamp
 from vispe.text_table import aligned_table
 
 __all__ = ['machine_description', 'machine_summary', 'markdown_table', 'measure', 'synchronize',
@@ -143,8 +144,8 @@ def report_table(out: Path | None, command: str, title: str, machine: str, rows:
     """Print a layer benchmark's table; with ``out``, write out.json (command, machine, rows), out.md and out.csv."""
     print(title, machine, aligned_table(cells), sep='\n')
     if out:
-        write_text_atomically(out.with_suffix('.json'), json.dumps(dict(command=command, title=title, machine=machine,
-                                                                        rows=rows), indent=1))
+        write_text_atomically(out.with_suffix('.json'), json.dumps(dict(command=command, **run_stamp(), title=title,
+                                                                        machine=machine, rows=rows), indent=1))
         write_text_atomically(out.with_suffix('.md'), f'{title}\n\n`{command}`\n\n{machine}\n\n'
                                                       f'{markdown_table(cells)}\n')
         write_text_atomically(out.with_suffix('.csv'), '\n'.join(','.join(line) for line in cells) + '\n')
