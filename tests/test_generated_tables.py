@@ -173,3 +173,18 @@ def test_compare_trees_records_the_date_and_both_commits(repo_root, tmp_path, mo
     head = run_stamp(repo_root)['commit']
     assert document['commit'] == document['commit_before'] == head and document['date'].endswith('+00:00')
     assert document['rounds']['after'] == [rows]
+
+
+def test_a_stamp_copied_from_git_log_needs_no_history(tmp_path) -> None:
+    """The committed result files carry their git-log stamp, so a clone without history (shallow CI) stamps them
+    the same."""
+    document = {'date': '2026-12-04T10:00:00+00:00', 'commit': '0c22443' + '0' * 33, 'date_source': 'git log'}
+    provenance = Provenance.of(tmp_path / 'old.json', document, tmp_path)
+    assert provenance.describe() == '2026-12-04, commit 0c22443 (git log: the last commit that changed the file)'
+
+
+def test_every_committed_result_json_records_its_date(repo_root) -> None:
+    undated = [path.relative_to(repo_root).as_posix()
+               for folder in ('benchmarks', 'models') for path in sorted((repo_root / folder).rglob('*.json'))
+               if not json.loads(path.read_text()).get('date')]
+    assert not undated, f'result JSON without "date"/"commit" (re-run its tool, which records them): {undated}'

@@ -2,8 +2,10 @@
 
 A JSON written by ``tools/benchmark.py`` or ``tools/compare_trees.py`` records ``date`` (ISO 8601, UTC) and
 ``commit`` (``git rev-parse HEAD`` of the tree that ran, or null outside a git checkout): ``run_stamp()`` makes
-them. Older JSON records neither; its stamp then is the commit that last changed the file and that commit's date,
-from ``git log``, and says so.
+them. JSON written before these tools recorded them carries the commit that last changed the file and that commit's
+date, copied from ``git log`` with ``"date_source": "git log"`` (so no table depends on the clone's history); a
+result file that records neither is stamped from ``git log`` when the tables are generated. Either way the stamp
+says so.
 """
 from __future__ import annotations
 
@@ -74,7 +76,8 @@ class Provenance:
 
     @classmethod
     def of(cls, path: Path, document: Any, repo_root: Path) -> 'Provenance':
-        """The JSON's own ``date``/``commit`` if it records a date; else the last commit that changed the file."""
+        """The JSON's own ``date``/``commit`` (and ``date_source``) if it records a date; else the last commit that
+        changed the file."""
         name = relative_name(path, repo_root)
         if isinstance(document, dict) and document.get('date'):
             try:
@@ -82,7 +85,8 @@ class Provenance:
             except ValueError as error:
                 raise ReportSourceError(f'{name}: "date" {document["date"]!r} is not ISO 8601') from error
             commit = document.get('commit')
-            return cls(name, when.date().isoformat(), commit[:7] if commit else None, when.timestamp(), 'recorded')
+            how = str(document.get('date_source', 'recorded'))
+            return cls(name, when.date().isoformat(), commit[:7] if commit else None, when.timestamp(), how)
         log = git_output(repo_root, 'log', '-1', '--format=%H %cs %ct', '--', name)
         if not log:
             raise ReportSourceError(f'{name}: records no "date"/"commit" and git log has no commit of it; commit the '
