@@ -22,17 +22,17 @@ more in a fresh process (a warm-up step, then the measured one) whose peak resid
 memory (Linux ``VmHWM``, reset before the forward) is measured over its resident memory before the
 forward. "tables MB" sums the grid tables an encoding keeps cached after the forwards.
 
-    python tools/benchmark.py --arch vit_small_patch16_224 --encodings all --sizes 224 512 --batch 8
-    python tools/benchmark.py --layer --sizes 224 --batch 8 --threads 1
-    python tools/benchmark.py --encodings RoPEMixed LookHere --sizes 224 --backward --out benchmarks/train
-    python tools/benchmark.py --encodings RoPEAxial --sizes 224 --passes forward backward --compile
+    vispe benchmark --arch vit_small_patch16_224 --encodings all --sizes 224 512 --batch 8
+    vispe benchmark --layer --sizes 224 --batch 8 --threads 1
+    vispe benchmark --encodings RoPEMixed LookHere --sizes 224 --backward --out benchmarks/train
+    vispe benchmark --encodings RoPEAxial --sizes 224 --passes forward backward --compile
 
 Detector mode (``--detectors``): multi-view 3D detector configs (PETR / 3DPPE), each model's inference forward
 on synthetic images and one fixed rig, its ratio to the first config's ("no 3D PE") and the encoding's share of
 it, plus the per-forward camera work a rig-keyed cache could skip (:mod:`vispe.engine.benchmark_detector`).
 Sizes are image heights (default: the first config's), the width keeps the config's aspect:
 
-    python tools/benchmark.py --detectors configs/petr/petr-r18_nope_mv-scenes.py \
+    vispe benchmark --detectors configs/petr/petr-r18_nope_mv-scenes.py \
         configs/petr/petr-r18_petr-lid_mv-scenes.py configs/petr/petr-r18_3dppe_mv-scenes.py \
         --sizes 90 126 --batch 1 --views 6 --out benchmarks/petr_mv-scenes
 
@@ -43,14 +43,14 @@ Point-layer mode (``--point-layer``): one V-DETR decoder layer, Q box queries ag
 encoding against the same layer without one (:mod:`vispe.engine.benchmark_points`), and that layer again as the
 control row; ``--memory`` adds the peak memory of an 8-layer decoder's training step:
 
-    python tools/benchmark.py --point-layer --queries 256 --points 2048 --batch 2 --backward --memory
+    vispe benchmark --point-layer --queries 256 --points 2048 --batch 2 --backward --memory
 
 View-stack mode (``--view-stack VxHxW ...``): four ViT-S-sized attention layers over V views of H×W tokens with GTA
 (``on='qkvo'`` and ``'qk'``) against the same layers without an encoding, and those again as the control row
 (:mod:`vispe.engine.benchmark_views`). In both layer modes a ratio is the median of the per-round ratios with the
 highest in brackets, as in model mode:
 
-    python tools/benchmark.py --view-stack 2x14x14 4x32x32 --batch 1 --threads 1
+    vispe benchmark --view-stack 2x14x14 4x32x32 --batch 1 --threads 1
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import timm
 import torch
@@ -86,11 +86,10 @@ PASS_NAMES = {'forward': 'forward', 'backward': 'forward + backward'}
 CONTROL = 'timm (plain ViT) control'
 
 
-def parse_args() -> argparse.Namespace:
-    """The command line, refused with a message naming the argument unless sizes, batch, repeats, threads and views
-    are positive, warm-up is not negative, configs are JSON objects, detector configs exist (without the ViT-only
-    options; --views only with them) and the output folder can be created."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe benchmark``."""
+    parser = argparse.ArgumentParser(prog='vispe benchmark', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--arch', default=None, help='timm ViT architecture (default vit_small_patch16_224)')
     parser.add_argument('--encodings', nargs='+', default=None,
                         help="registered names (one row per example configuration), 'all' (default), or 'none'")
@@ -126,7 +125,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--out', type=Path, default=None,
                         help='write <out>.csv, <out>.json and <out>.md (detectors: <out>.json and <out>.md)')
     parser.add_argument('--probe', default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless sizes, batch, repeats, threads and views
+    are positive, warm-up is not negative, configs are JSON objects, detector configs exist (without the ViT-only
+    options; --views only with them) and the output folder can be created."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     with reported_by(parser):
         if args.out is not None:
             suffixes = ('.json', '.md') if args.detectors else ('.csv', '.json', '.md')
@@ -278,7 +285,7 @@ def probe_memory(request: str) -> None:
 
 def measure_memory_in_subprocess(args: argparse.Namespace, spec: dict | str, size: int, backward: bool) -> float:
     request = json.dumps(dict(arch=args.arch, spec=spec, size=size, batch=args.batch, backward=backward))
-    command = [sys.executable, __file__, '--probe', request]
+    command = [sys.executable, '-m', 'vispe', 'benchmark', '--probe', request]
     if args.threads:
         command += ['--threads', str(args.threads)]
     result = subprocess.run(command, capture_output=True, text=True)
@@ -392,8 +399,8 @@ def size_rows(args: argparse.Namespace, size: int, pass_name: str, results: dict
     return rows
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.probe:

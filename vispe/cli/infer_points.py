@@ -1,6 +1,6 @@
 """Detect 3D boxes in your own scan with a trained point-cloud detector.
 
-    python tools/infer_points.py configs/vdetr/vdetr-s_vertex-rpe_pt-scenes.py work_dirs/.../best.pth scan.ply \\
+    vispe infer-points configs/vdetr/vdetr-s_vertex-rpe_pt-scenes.py work_dirs/.../best.pth scan.ply \\
         [--up z|y] [--units 1.0] [--voxel-size 0.02] [--score-threshold 0.3] [--out boxes]
 
 Input (``.ply``, ``.pcd`` or ``.npy`` of any size and density, read by :func:`vispe.geometry.read_points`): xyz in
@@ -29,7 +29,7 @@ import json
 import math
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -52,8 +52,10 @@ Y_UP_TO_Z_UP = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
 EXTENT_FACTOR = 4.0
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe infer-points``."""
+    parser = argparse.ArgumentParser(prog='vispe infer-points', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
     parser.add_argument('checkpoint')
     parser.add_argument('scan', help='.ply, .pcd or .npy point cloud')
@@ -66,7 +68,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--out', type=Path, default=Path('boxes'), help='writes <out>.json and <out>.ply')
     parser.add_argument('--cfg-options', nargs='+', action=ConfigOptionsAction, default={},
                         help='override config entries, e.g. model.test_cfg.nms_iou=0.5')
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
     with reported_by(parser):
         existing_file(Path(args.config), 'config')
         existing_file(Path(args.checkpoint), 'checkpoint')
@@ -139,8 +146,8 @@ def edge_points(boxes: torch.Tensor, step: float) -> torch.Tensor:
     return torch.cat([corners[:, a, None] * (1 - t) + corners[:, b, None] * t for a, b in EDGES], dim=1).reshape(-1, 3)
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     cfg = load_config(args.config, args.cfg_options)
     dataset = cfg.test_dataloader.dataset
     classes = tuple(cfg.test_evaluator.get('classes') or range(cfg.model.num_classes))

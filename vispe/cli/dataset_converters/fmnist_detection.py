@@ -1,7 +1,7 @@
 """Fashion-MNIST detection set: real Fashion-MNIST items pasted at random positions and scales on
 canvases, written as COCO json + PNGs. Seeded: the same arguments give the same files.
 
-    python tools/dataset_converters/fmnist_detection.py --out datasets/fmnist-det
+    vispe dataset fmnist-detection --out datasets/fmnist-det
 
 Each canvas (``--canvas`` px square, black) receives ``--min-objects``..``--max-objects`` items. An item
 is a 28×28 Fashion-MNIST image resized to a side drawn uniformly in ``[--min-side, --max-side]`` px and
@@ -21,26 +21,21 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from PIL import Image
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from vispe.datasets.fashion_mnist import CLASSES, default_root, read_split  # noqa: E402
-from vispe.engine.arguments import (InvalidArgument, existing_folder, non_negative_int, positive_int,  # noqa: E402
+from vispe.datasets.fashion_mnist import CLASSES, default_root, read_split
+from vispe.engine.arguments import (InvalidArgument, existing_folder, non_negative_int, positive_int,
                                     reported_by, unit_fraction, writable_folder)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line, refused with a message naming the argument unless counts and sizes are positive,
-    --min-X <= --max-X, items fit on the canvas, the IoU is in [0, 1], the threshold below 255 and the
-    output folder can be created."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--out', type=Path, default=REPO / 'datasets' / 'fmnist-det')
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe dataset fmnist-detection``."""
+    parser = argparse.ArgumentParser(prog='vispe dataset fmnist-detection', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--out', type=Path, default=Path('datasets') / 'fmnist-det')
     parser.add_argument('--root', type=Path, default=None, help='Fashion-MNIST IDX folder (default: vispe\'s)')
     parser.add_argument('--train', type=positive_int, default=6000, help='number of training canvases')
     parser.add_argument('--minival', type=positive_int, default=500,
@@ -55,6 +50,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--threshold', type=non_negative_int, default=16,
                         help='grey level above which a pixel is the item')
     parser.add_argument('--seed', type=int, default=0)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless counts and sizes are positive,
+    --min-X <= --max-X, items fit on the canvas, the IoU is in [0, 1], the threshold below 255 and the
+    output folder can be created."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
         if args.min_side > args.max_side:
@@ -125,7 +128,7 @@ def make_split(name: str, count: int, images: np.ndarray, labels: np.ndarray, ar
                 categories=[dict(id=i + 1, name=label) for i, label in enumerate(CLASSES)])
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     root = args.root or default_root()
     rng = np.random.default_rng(args.seed)

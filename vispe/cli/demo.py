@@ -1,8 +1,8 @@
 """vispe's main job on a CPU: train small ViTs with several encodings on Fashion-MNIST at 28 px,
 evaluate them at larger sizes, print the extrapolation table and write the plot.
 
-    python tools/demo.py                       # what `make demo` runs
-    python tools/demo.py --encodings ape rope-mixed lookhere alibi2d --epochs 4 --sizes 28 44 56 84
+    vispe demo                       # what `make demo` runs
+    vispe demo --encodings ape rope-mixed lookhere alibi2d --epochs 4 --sizes 28 44 56 84
 
 Each encoding is a config ``configs/vit/vit-t4_<name>_fmnist-28.py`` trained through mmengine's
 Runner for 2 of its 8 epochs (the same recipe, a shorter cosine schedule), then ``tools/eval_resolution.py``
@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 from mmengine.config import Config
 
@@ -33,11 +34,10 @@ def config_path(name: str) -> Path:
     return REPO_ROOT / 'configs' / 'vit' / f'vit-t4_{name}_fmnist-28.py'
 
 
-def parse_args() -> argparse.Namespace:
-    """The command line, refused before any training with a message naming the argument unless every
-    encoding has a config, counts are positive, the sizes are distinct multiples of the patch size, the
-    image can be read and the output folders can be created."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe demo``."""
+    parser = argparse.ArgumentParser(prog='vispe demo', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--encodings', nargs='+', default=['ape', 'rope-mixed', 'lookhere'],
                         help='config names: configs/vit/vit-t4_<name>_fmnist-28.py')
     parser.add_argument('--epochs', type=positive_int, default=2, help='at least 2: warm-up, then cosine decay')
@@ -48,7 +48,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--work-root', type=Path, default=Path('work_dirs/demo'))
     parser.add_argument('--out', type=Path, default=Path('results/demo/extrapolation'))
     parser.add_argument('--image', default='skimage:astronaut', help='photo for the attention figure')
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, refused before any training with a message naming the argument unless every
+    encoding has a config, counts are positive, the sizes are distinct multiples of the patch size, the
+    image can be read and the output folders can be created."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     with reported_by(parser):
         check_arguments(args)
     return args
@@ -106,8 +114,8 @@ def train(name: str, args: argparse.Namespace) -> Path:
     return work_dir
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     work_dirs = [train(name, args) for name in args.encodings]
     command = [sys.executable, str(REPO_ROOT / 'tools' / 'eval_resolution.py'), *map(str, work_dirs),
                '--sizes', *map(str, args.sizes), '--subset', str(args.test_subset), '--out', str(args.out)]

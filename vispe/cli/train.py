@@ -1,6 +1,6 @@
 """Train a model from an mmengine config.
 
-    python tools/train.py configs/vit/vit-t4_rope-mixed_fmnist-28.py [--work-dir DIR] [--resume [CKPT]]
+    vispe train configs/vit/vit-t4_rope-mixed_fmnist-28.py [--work-dir DIR] [--resume [CKPT]]
         [--trust-checkpoint] [--amp] [--cfg-options key=value ...] [--launcher pytorch]
 
 Writes mmengine's epoch checkpoints (for --resume), logs, and best.pth / last.pth (weights only) to
@@ -13,13 +13,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from vispe.engine import add_runner_arguments, build_runner, load_config, named_unknown_types
 from vispe.engine.arguments import run_main, writable_folder
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe train``."""
+    parser = argparse.ArgumentParser(prog='vispe train', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
     parser.add_argument('--resume', nargs='?', const='auto', default=None,
                         help='resume from the latest checkpoint of the work dir, or from the given one (inside the '
@@ -30,11 +33,16 @@ def parse_args() -> argparse.Namespace:
                              'code it contains on this machine: use only for files you wrote yourself')
     parser.add_argument('--amp', action='store_true', help='mixed precision (needs a CUDA device)')
     add_runner_arguments(parser)
-    return parser.parse_args()
+    return parser
 
 
-def main() -> int:
-    args = parse_args()
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.vis_backend)
     writable_folder(Path(cfg.work_dir), '--work-dir')
     cfg.launcher = args.launcher

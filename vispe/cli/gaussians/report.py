@@ -2,8 +2,8 @@
 section (centres, context model, each attribute group) beside each group's empirical entropy, attribute PSNR per
 group, encode and decode time; a table, and with ``--out`` JSON, CSV and a rate–distortion plot.
 
-    python tools/gaussians/report.py scene.ply scene.vgs                       # one bitstream
-    python tools/gaussians/report.py scene.ply work_dirs/gaussians/scene_*.vgs --out models/gaussians_scene
+    vispe gaussians-report scene.ply scene.vgs                       # one bitstream
+    vispe gaussians-report scene.ply work_dirs/gaussians/scene_*.vgs --out models/gaussians_scene
 
 Rendered PSNR needs a Gaussian rasterizer (gsplat's CUDA path); none runs on this CPU-only machine, so the report
 measures the attributes themselves (vispe.gaussians.report).
@@ -16,6 +16,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from vispe.engine.arguments import existing_file, reported_by, run_main, writable_output
 from vispe.evaluation.sweep import json_safe, write_atomically
@@ -26,13 +27,20 @@ from vispe.gaussians.report import bitstream_report
 GROUPS = ('f_dc', 'f_rest', 'opacity', 'scale', 'rotation')
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe gaussians-report``."""
+    parser = argparse.ArgumentParser(prog='vispe gaussians-report', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('ply', type=Path, help='the scene the bitstreams were compressed from (.ply)')
     parser.add_argument('bitstreams', type=Path, nargs='+', help='.vgs files')
     parser.add_argument('--out', type=Path, default=None, help='stem of the .json, .csv and .png outputs')
     parser.add_argument('--key-file', type=Path, default=None,
                         help='verify every bitstream\'s HMAC-SHA256 signature under the bytes of this file')
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
         existing_file(args.ply, 'ply')
@@ -93,7 +101,7 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     plt.close(figure)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     source = read_gaussians_ply(args.ply)
     rows = [bitstream_report(source, path, args.key) for path in args.bitstreams]

@@ -1,6 +1,6 @@
 """Convert released checkpoints into vispe's module names.
 
-    python tools/convert_checkpoint.py petr official.pth vispe.pth [--config configs/petr/petr-r50_petr-lid_nuscenes.py]
+    vispe convert petr official.pth vispe.pth [--config configs/petr/petr-r50_petr-lid_nuscenes.py]
 
 ``petr`` reads a PETR or 3DPPE checkpoint of the authors' mmdet3d plugins (megvii-research/PETR,
 drilistbox/3DPPE) without running code from it (vispe's allow-list reader), maps every key it can onto
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from vispe.checkpoint import read_state_dict
 from vispe.engine.hooks import save_atomically
@@ -35,13 +36,19 @@ def check_against_config(config: str, state_dict: dict) -> list[str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe convert``."""
+    parser = argparse.ArgumentParser(prog='vispe convert', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('kind', choices=sorted(CONVERTERS), help='which released family the checkpoint comes from')
     parser.add_argument('source', help='the released checkpoint (.pth)')
     parser.add_argument('output', help='where to write the vispe checkpoint')
     parser.add_argument('--config', help='a vispe config whose model must load the result (reports every mismatch)')
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         conversion = CONVERTERS[args.kind](read_state_dict(args.source), args.source)
     except CheckpointFamilyError as error:

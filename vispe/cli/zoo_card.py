@@ -1,6 +1,6 @@
 """Write model-zoo cards from what the tools produced: a trained work dir and an eval_resolution JSON.
 
-    python tools/zoo_card.py work_dirs/full/vit-t4_ape_fmnist-28 ... --eval results/zoo/extrapolation.json
+    vispe zoo-card work_dirs/full/vit-t4_ape_fmnist-28 ... --eval results/zoo/extrapolation.json
 
 For each work dir: ``models/<name>/`` gets the config, the weights-only checkpoint (if at most
 ``--max-mb`` MB) and a README card with the training command, the checkpoint's SHA-256 and the
@@ -8,7 +8,7 @@ extrapolation table of that model (from the JSON: command, sizes, test subset). 
 as seeds of one config (``eval_resolution.py --group-seeds`` on ``<name>_s0``, ``<name>_s1``, ...) make one card
 ``<name>`` with every seed's row, checkpoint and training command and the mean ± spread (max - min):
 
-    python tools/zoo_card.py work_dirs/zoo/vit-t4_ape_fmnist-28_s0 work_dirs/zoo/vit-t4_ape_fmnist-28_s1 \\
+    vispe zoo-card work_dirs/zoo/vit-t4_ape_fmnist-28_s0 work_dirs/zoo/vit-t4_ape_fmnist-28_s1 \\
         --eval results/zoo/extrapolation.json
 
 ``models/README.md`` gets an index table of every card (mean ± spread for seed groups). Numbers are copied from
@@ -22,27 +22,33 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from mmengine.config import Config
 
 from vispe.engine.arguments import InvalidArgument, existing_file, existing_folder, non_negative_float, reported_by
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 INDEX_START, INDEX_END = '<!-- zoo:start -->', '<!-- zoo:end -->'
 
 
-def parse_args() -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe zoo-card``."""
+    parser = argparse.ArgumentParser(prog='vispe zoo-card', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('work_dirs', nargs='+', type=Path)
+    parser.add_argument('--eval', type=Path, required=True, help='JSON written by tools/eval_resolution.py')
+    parser.add_argument('--zoo', type=Path, default=Path('models'))
+    parser.add_argument('--max-mb', type=non_negative_float, default=2.0)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line, refused with a message naming the argument unless every work dir holds one
     config and best.pth and was evaluated in the JSON (every seed of a seed group given), the zoo has its index
     README.md and --max-mb is not negative."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('work_dirs', nargs='+', type=Path)
-    parser.add_argument('--eval', type=Path, required=True, help='JSON written by tools/eval_resolution.py')
-    parser.add_argument('--zoo', type=Path, default=REPO_ROOT / 'models')
-    parser.add_argument('--max-mb', type=non_negative_float, default=2.0)
-    args = parser.parse_args()
+    parser = build_parser()
+    args = parser.parse_args(argv)
     with reported_by(parser):
         for work_dir in args.work_dirs:
             existing_folder(work_dir, 'work dir')
@@ -232,8 +238,8 @@ def card_members(work_dirs: list[Path], report: dict) -> dict[str, tuple[list[tu
     return cards
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     report = args.report
     for name, (members, group) in args.cards.items():
         folder = args.zoo / name

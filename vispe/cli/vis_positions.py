@@ -1,8 +1,8 @@
 """Draw the 3D points a multi-view detector's camera encoding uses, in 3D and re-projected onto the images.
 
-    python tools/vis_positions.py configs/petr/petr-r18_petr-lid_mv-scenes.py --scene 0 --bins 4 --out petr.png
-    python tools/vis_positions.py configs/petr/petr-r18_3dppe_mv-scenes.py --scene 0 --depth gt --out 3dppe.png
-    python tools/vis_positions.py configs/petr/petr-r18_3dppe_mv-scenes.py work_dirs/.../best.pth --scene 0
+    vispe vis-positions configs/petr/petr-r18_petr-lid_mv-scenes.py --scene 0 --bins 4 --out petr.png
+    vispe vis-positions configs/petr/petr-r18_3dppe_mv-scenes.py --scene 0 --depth gt --out 3dppe.png
+    vispe vis-positions configs/petr/petr-r18_3dppe_mv-scenes.py work_dirs/.../best.pth --scene 0
 
 PETR (petr-lid, petr-ud): the frustum points of every feature cell at its D depth bins (``--bins K`` keeps every
 K-th). 3DPPE: one point per cell at the depth its depth net predicts (needs a checkpoint) or at the cell's LiDAR
@@ -40,8 +40,10 @@ GT_COLOR = 'tab:green'
 NO_POINTS = 'no 3D points:\nthis encoding\'s keys encode\ncamera, row and column (2D)'
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe vis-positions``."""
+    parser = argparse.ArgumentParser(prog='vispe vis-positions', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
     parser.add_argument('checkpoint', nargs='?', default=None,
                         help='optional: trained weights (3DPPE: its depth net predicts the depth of the points)')
@@ -53,6 +55,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="3DPPE: the predicted depth (needs a checkpoint; the default with one) or the LiDAR "
                              "depth ('gt', the default without)")
     parser.add_argument('--out', type=Path, default=Path('positions.png'))
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
         existing_file(args.config, 'config')

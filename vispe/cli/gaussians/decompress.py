@@ -1,6 +1,6 @@
 """Decompress a .vgs bitstream (tools/gaussians/compress.py) into a standard 3DGS .ply.
 
-    python tools/gaussians/decompress.py scene.vgs scene_rec.ply
+    vispe decompress scene.vgs scene_rec.ply
 
 The Gaussians come out in Morton order of their centres (the order of a 3DGS scene does not change its
 rendering), on the 16-bit grid of the scene's box, with the quantised attributes. A damaged or cut-short file is an
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Sequence
 
 from vispe.engine.arguments import existing_file, output_file, reported_by, run_main
 from vispe.gaussians.bitstream import key_option
@@ -20,12 +21,19 @@ from vispe.gaussians import write_gaussians_ply
 from vispe.gaussians.codec import decompress
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe decompress``."""
+    parser = argparse.ArgumentParser(prog='vispe decompress', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('bitstream', type=Path, help='a .vgs file')
     parser.add_argument('out', type=Path, help='the Gaussians (.ply)')
     parser.add_argument('--key-file', type=Path, default=None,
                         help='verify the HMAC-SHA256 signature under the bytes of this file (an unsigned file fails)')
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
         existing_file(args.bitstream, 'bitstream')
@@ -34,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
     cloud = decompress(args.bitstream.read_bytes(), str(args.bitstream), args.key)

@@ -1,6 +1,6 @@
 """Draw where a query attends, for a trained model, at several input sizes side by side.
 
-    python tools/vis_attention.py configs/vit/vit-t4_lookhere_fmnist-28.py work_dirs/.../best.pth \\
+    vispe vis-attention configs/vit/vit-t4_lookhere_fmnist-28.py work_dirs/.../best.pth \\
         --image fmnist:0 --sizes 28 56 --layers -1 --query center --heads all --out attn.png
 
 Images: ``fmnist:INDEX`` (Fashion-MNIST test split), ``skimage:NAME`` (a photo shipped in the
@@ -12,7 +12,7 @@ Detectors (DETR configs): without ``--decoder-query`` the maps are the encoder's
 ``--query`` over the feature grid; with ``--decoder-query Q`` they are the cross-attention of object
 query Q over the encoder tokens, per decoder layer, with the box that query predicts drawn on top:
 
-    python tools/vis_attention.py configs/detr/detr-r18_sine_fmnist-det.py work_dirs/.../best.pth \
+    vispe vis-attention configs/detr/detr-r18_sine_fmnist-det.py work_dirs/.../best.pth \
         --image datasets/fmnist-det/val/000001.png --sizes 128 256 --decoder-query 3 --layers 0 -1
 
 Multi-view 3D detectors (PETR / 3DPPE configs): sample ``--scene N`` of the config's test split (or ``--split``)
@@ -23,7 +23,7 @@ predicts (its last layer) projected where it is in front of the camera, beside a
 ground-truth boxes, the predicted box and the query's reference point. Without ``--decoder-query`` the
 highest-scoring query is drawn:
 
-    python tools/vis_attention.py configs/petr/petr-r18_petr-lid_mv-scenes.py work_dirs/.../best.pth \
+    vispe vis-attention configs/petr/petr-r18_petr-lid_mv-scenes.py work_dirs/.../best.pth \
         --scene 0 --decoder-query 5 --layers 0 -1 --out petr_attention.png
 
 Point-cloud 3D detectors (V-DETR configs): scene ``--scene N`` of the config's test split (or ``--split``) goes
@@ -32,7 +32,7 @@ through the detector with its decoder's cross-attention captured; per layer of `
 by the attention of object query ``--decoder-query Q`` (the most confident query without it), the ground-truth
 boxes in green and the box the query predicts at that layer in red:
 
-    python tools/vis_attention.py configs/vdetr/vdetr-s_vertex-rpe_pt-scenes.py work_dirs/.../best.pth \
+    vispe vis-attention configs/vdetr/vdetr-s_vertex-rpe_pt-scenes.py work_dirs/.../best.pth \
         --scene 0 --decoder-query 3 --layers 0 -1 --out vdetr_attention.png
 """
 from __future__ import annotations
@@ -88,10 +88,10 @@ def heads_option(values: list[str | int]) -> Heads:
     return words[0] if words else list(values)
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line, refused with a message naming the argument unless sizes are positive, the query
-    is well formed and the output folder can be created (the model-dependent ranges: :func:`check_model`)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe vis-attention``."""
+    parser = argparse.ArgumentParser(prog='vispe vis-attention', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
     parser.add_argument('checkpoint')
     parser.add_argument('--image', default=None, help="ViT / DETR: the image (default 'fmnist:0')")
@@ -109,6 +109,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--split', default=None, help="PETR / V-DETR: data split (default: the config's test split)")
     parser.add_argument('--data-root', type=Path, default=None, help="PETR / V-DETR: default the config's data_root")
     parser.add_argument('--out', type=Path, default=Path('attention.png'))
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless sizes are positive, the query
+    is well formed and the output folder can be created (the model-dependent ranges: :func:`check_model`)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
         args.heads = heads_option(args.heads)

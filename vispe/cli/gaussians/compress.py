@@ -2,8 +2,8 @@
 constriction) under Gaussians that a tri-plane context model predicts from each Gaussian's position and its
 nearest neighbours (TC-GS), trained on the scene; or one of the baselines.
 
-    python tools/gaussians/compress.py scene.ply scene.vgs --steps 3000 [--tri-resolution 64 --knn 4]
-    python tools/gaussians/compress.py scene.ply scene_f.vgs --codec factorized --step-scale 2
+    vispe compress scene.ply scene.vgs --steps 3000 [--tri-resolution 64 --knn 4]
+    vispe compress scene.ply scene_f.vgs --codec factorized --step-scale 2
 
 ``--step-scale`` multiplies every group's base quantisation step (f_dc 0.02, f_rest 0.02, opacity 0.05, scale 0.02,
 rotation 0.01): the rate point. Normals are not coded (3DGS writes zeros). Prints the size, bits per Gaussian and
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Sequence
 
 from vispe.engine.arguments import (InvalidArgument, existing_file, output_file, positive_float, progress_wanted,
                                    reported_by, run_main)
@@ -24,8 +25,10 @@ from vispe.gaussians.bitstream import key_option, unpack, write_bitstream
 from vispe.gaussians.codec import CODECS, CodecConfig, compress
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe compress``."""
+    parser = argparse.ArgumentParser(prog='vispe compress', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('ply', type=Path, help='a 3DGS .ply')
     parser.add_argument('out', type=Path, help='the bitstream (.vgs)')
     parser.add_argument('--codec', choices=CODECS, default='triplane', help='triplane (default) or a baseline')
@@ -44,6 +47,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--key-file', type=Path, default=None,
                         help='sign the file with HMAC-SHA256 under the bytes of this file (tamper-evidence; '
                              'decompress.py --key-file verifies it)')
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
         existing_file(args.ply, 'ply')
@@ -57,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     cloud = read_gaussians_ply(args.ply)
     if args.codec == 'triplane' and args.knn > len(cloud):

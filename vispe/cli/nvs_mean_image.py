@@ -1,7 +1,7 @@
 """The mean-image floor of novel-view synthesis: every target view rendered as the per-pixel mean of the training
 set's target views, scored with the config's NVSMetric (PSNR / SSIM over all pixels and over object pixels).
 
-    python tools/nvs_mean_image.py configs/nvs/srt-s_gta_mv-scenes.py --split test --out models/nvs_mean-image.json
+    vispe nvs-mean-image configs/nvs/srt-s_gta_mv-scenes.py --split test --out models/nvs_mean-image.json
 
 A blurry mean of ground and sky already scores well over all pixels; a model that has learned the cameras but not
 the objects sits near this floor on object pixels. Prints the metrics as JSON; ``--out`` also writes them, with the
@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -25,13 +26,20 @@ from vispe.evaluation.sweep import write_atomically, write_json
 from vispe.registry import METRICS
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe nvs-mean-image``."""
+    parser = argparse.ArgumentParser(prog='vispe nvs-mean-image', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config', help='an NVS config (its data root and metric)')
     parser.add_argument('--split', choices=('val', 'test'), default='test', help='the split scored (default test)')
     parser.add_argument('--data-root', type=Path, default=None, help="the NVS set (default: the config's)")
     parser.add_argument('--out', type=Path, default=None, help='also write the metrics here (.json)')
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
     with reported_by(parser):
         existing_file(Path(args.config), 'config')
         if args.out is not None:
@@ -47,8 +55,8 @@ def target_views(dataset: NVSScenes, index: int) -> tuple[np.ndarray, np.ndarray
     return images, scene['objects'][inputs:]
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     cfg = load_config(Path(args.config))
     root = str(args.data_root or cfg.test_dataloader.dataset.data_root)
     train = NVSScenes(root, 'train')

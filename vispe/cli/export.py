@@ -1,6 +1,6 @@
 """Export a detector's network forward to ONNX and check the file with onnxruntime.
 
-    python tools/export.py configs/petr/petr-r18_petr-lid_mv-scenes.py --out petr.onnx --checkpoint best.pth \\
+    vispe export configs/petr/petr-r18_petr-lid_mv-scenes.py --out petr.onnx --checkpoint best.pth \\
         [--image-size 90 160] [--views 6] [--points 4096] [--batch 1] [--atol 1e-4] [--rtol 1e-4] [--no-check]
 
 The file holds the network forward on tensors (vispe.export: PETRNetwork, VDETRNetwork, DETRNetwork) at one input
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -36,8 +36,10 @@ from vispe.registry import MODELS
 DEFAULT_VIEWS = 6
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe export``."""
+    parser = argparse.ArgumentParser(prog='vispe export', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config', help='a detector config (configs/petr, configs/vdetr, configs/detr)')
     parser.add_argument('--out', type=Path, required=True, help='the .onnx file to write')
     parser.add_argument('--checkpoint', help='weights to export (a vispe or converted checkpoint)')
@@ -53,6 +55,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--no-check', action='store_true', help='write the file without running onnxruntime')
     parser.add_argument('--cfg-options', nargs='+', action=ConfigOptionsAction, default={},
                         help='override config entries, e.g. model.num_queries=100')
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
         existing_file(Path(args.config), 'config')
@@ -117,7 +124,7 @@ def describe(names: list[str], tensors: list[Any]) -> str:
     return ', '.join(f'{name} {tuple(tensor.shape)}' for name, tensor in zip(names, tensors))
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     network, cfg = build_network(args)
     inputs = example_inputs(network, args.batch, **export_sizes(args, cfg, network))

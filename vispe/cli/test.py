@@ -1,6 +1,6 @@
 """Evaluate a checkpoint with a config's test set.
 
-    python tools/test.py configs/vit/vit-t4_rope-mixed_fmnist-28.py work_dirs/vit-t4_rope-mixed_fmnist-28/best.pth
+    vispe test configs/vit/vit-t4_rope-mixed_fmnist-28.py work_dirs/vit-t4_rope-mixed_fmnist-28/best.pth
         [--cfg-options test_dataloader.dataset.image_size=56 ...] [--work-dir DIR]
 
 The checkpoint loads with vispe.load_checkpoint (best.pth/last.pth written by training, an epoch
@@ -11,7 +11,7 @@ config's is refused.
 A multi-view 3D config (its test_evaluator a NuScenesMetric) can write the nuScenes submission json of its
 test split instead of scoring it (written atomically; the path is printed):
 
-    python tools/test.py configs/petr/petr-r18_petr-lid_mv-scenes.py work_dirs/petr-r18_petr-lid_mv-scenes/best.pth \\
+    vispe test configs/petr/petr-r18_petr-lid_mv-scenes.py work_dirs/petr-r18_petr-lid_mv-scenes/best.pth \\
         --format-only --out results_nusc.json
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Sequence
 
 from mmengine.config import Config
 
@@ -29,9 +30,10 @@ from vispe.engine.arguments import (InvalidArgument, existing_file, reported_by,
 from vispe.evaluation.multiview_sweep import nuscenes_evaluator
 
 
-def parse_args() -> argparse.Namespace:
-    """The command line, refused with a message naming the argument unless the config exists."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe test``."""
+    parser = argparse.ArgumentParser(prog='vispe test', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
     parser.add_argument('checkpoint')
     add_runner_arguments(parser)
@@ -40,7 +42,13 @@ def parse_args() -> argparse.Namespace:
                              'needs a NuScenesMetric test evaluator')
     parser.add_argument('--out', type=Path, default=None,
                         help='with --format-only: the submission json (default: <work dir>/results_nusc.json)')
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless the config exists."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     with reported_by(parser):
         existing_file(Path(args.config), 'config')
         if args.out is not None:
@@ -70,8 +78,8 @@ def file_identity(path: Path | None) -> tuple[int, int] | None:
     return stat.st_ino, stat.st_mtime_ns
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.vis_backend)
     out = None
     if args.format_only:

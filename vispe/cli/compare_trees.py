@@ -7,7 +7,7 @@ timm's ViT measured in the same process; the table gives its median over the rou
 the relative change (new / old − 1).
 
     git worktree add /tmp/before <commit-before>
-    python tools/compare_trees.py /tmp/before . --sizes 224 512 --batch 4 --rounds 3 --out benchmarks/redesign
+    vispe compare-trees /tmp/before . --sizes 224 512 --batch 4 --rounds 3 --out benchmarks/redesign
 
 Options after the trees and ``--rounds``/``--out`` go to ``tools/benchmark.py`` unchanged (``--arch``,
 ``--encodings``, ``--sizes``, ``--batch``, ``--repeats``, ``--threads``, ...). ``--out PATH`` writes PATH.json
@@ -24,19 +24,27 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
 from vispe.engine.arguments import positive_int, reported_by, writable_output
 
 BASELINE = 'timm (plain ViT)'
 
 
-def parse_args() -> tuple[argparse.Namespace, list[str]]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe compare-trees``."""
+    parser = argparse.ArgumentParser(prog='vispe compare-trees', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('before', type=Path, help='the checkout to compare against (e.g. a git worktree)')
     parser.add_argument('after', type=Path, help='the checkout with the change')
     parser.add_argument('--rounds', type=positive_int, default=3)
     parser.add_argument('--out', type=Path, default=None, help='write <out>.json and <out>.md')
-    args, benchmark_args = parser.parse_known_args()
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    parser = build_parser()
+    args, benchmark_args = parser.parse_known_args(argv)
     with reported_by(parser):
         for name in ('before', 'after'):
             tree = getattr(args, name)
@@ -77,8 +85,8 @@ def median_ratios(rounds: list[list[dict]]) -> dict[tuple[int, str, str], float]
     return {key: statistics.median(values) for key, values in ratios.items()}
 
 
-def main() -> int:
-    args, benchmark_args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args, benchmark_args = parse_args(argv)
     trees = {'before': args.before, 'after': args.after}
     envs = {name: tree_environment(tree) for name, tree in trees.items()}
     rounds: dict[str, list[list[dict]]] = {name: [] for name in trees}

@@ -1,6 +1,6 @@
 """Evaluate trained models at several input sizes: which encoding holds up beyond the training size?
 
-    python tools/eval_resolution.py work_dirs/vit-t4_ape_fmnist-28 work_dirs/vit-t4_rope-mixed_fmnist-28 \\
+    vispe eval-resolution work_dirs/vit-t4_ape_fmnist-28 work_dirs/vit-t4_rope-mixed_fmnist-28 \\
         --sizes 28 42 56 84 --out results/extrapolation [--encoding-options 56:global_slope=0.95 ...]
 
 A run is a work dir (its dumped config and best.pth) or ``CONFIG::CHECKPOINT``. For each run and size
@@ -8,7 +8,7 @@ the config's test set is rebuilt at that size (``--eval-mode upsample`` resizes 
 LookHere protocol; ``canvas`` pastes it on a larger canvas) and the config's test metric is measured:
 top-1/top-5 for classifiers, COCO box mAP for detectors (the size is then the shorter image side):
 
-    python tools/eval_resolution.py work_dirs/detr-r18_sine_fmnist-det work_dirs/detr-r18_irpe-ctx_fmnist-det \\
+    vispe eval-resolution work_dirs/detr-r18_sine_fmnist-det work_dirs/detr-r18_irpe-ctx_fmnist-det \\
         --sizes 128 192 256 --out results/detr_extrapolation
 
 The first metric of the evaluator (top1, or bbox_mAP) is the one tabulated and plotted; CSV and JSON
@@ -20,7 +20,7 @@ option (an option no run has is an error). Prints a table; writes ``<out>.csv``,
 runs named ``<name>_s<seed>`` (the same config trained with other seeds) as mean and spread (max - min over the
 seeds) per group, in the table, ``<out>.seeds.csv``, the JSON (``seed_groups``) and the figure (a band):
 
-    python tools/eval_resolution.py work_dirs/zoo/vit-t4_ape_fmnist-28_s0 work_dirs/zoo/vit-t4_ape_fmnist-28_s1 \\
+    vispe eval-resolution work_dirs/zoo/vit-t4_ape_fmnist-28_s0 work_dirs/zoo/vit-t4_ape_fmnist-28_s1 \\
         --sizes 28 42 56 84 --group-seeds --out results/zoo/extrapolation
 
 ``--tune`` chooses, per run and size, the values of the encodings' tunable test-time options (each declares its
@@ -38,7 +38,7 @@ config's aspect ratio, W = round(H * W0 / H0): for (90, 160), 72 -> 72x128 and 1
 ``--intrinsics-scale`` zooms every camera (images and intrinsics together), ``--rigs train other`` evaluates the
 training rig on held-out scenes (split test-rig1) and the second rig (split val):
 
-    python tools/eval_resolution.py work_dirs/petr-r18_*_mv-scenes_s* --sizes 72 90 126 \\
+    vispe eval-resolution work_dirs/petr-r18_*_mv-scenes_s* --sizes 72 90 126 \\
         --intrinsics-scale 0.8 1.0 1.25 --rigs train other --group-seeds --out results/petr_sweep
 
 The table shows nuScenes mAP (nusc/mAP); CSV and JSON hold every metric (NDS, mATE, mASE, mAOE, per-class AP,
@@ -51,7 +51,7 @@ Point-cloud 3D detectors (V-DETR, a VDETR config) have two axes, and every combi
 ``num_points``), ``--scene-scale`` multiplies the room, its objects and their boxes. The table shows IndoorAP's
 mAP25 and mAP50 (3DETR's AP at 3D IoU 0.25 / 0.5); CSV and JSON hold per-class AP and AR:
 
-    python tools/eval_resolution.py work_dirs/vdetr-s_*_pt-scenes_s* --point-density 0.5 1 2 \
+    vispe eval-resolution work_dirs/vdetr-s_*_pt-scenes_s* --point-density 0.5 1 2 \
         --scene-scale 1 1.5 --group-seeds --out results/vdetr_sweep
 
 Depth-from-crops models (KPE's task, a CropDepthViT config; :mod:`vispe.evaluation.crop_sweep`) are measured on the
@@ -59,7 +59,7 @@ Depth-from-crops models (KPE's task, a CropDepthViT config; :mod:`vispe.evaluati
 binned by ``--crop-offsets`` (centre, edge, corner: how far the crop lies from the principal point); the table
 shows AbsRel:
 
-    python tools/eval_resolution.py work_dirs/vit-t4_*_mv-crops-depth_s* --crop-offsets center edge corner \
+    vispe eval-resolution work_dirs/vit-t4_*_mv-crops-depth_s* --crop-offsets center edge corner \
         --focal-splits test test-wide test-tele --group-seeds --out results/crops_sweep
 """
 from __future__ import annotations
@@ -71,7 +71,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from mmengine.config import Config
@@ -102,10 +102,10 @@ class Run:
     tuned_from: str | None = None  # the label of the run whose options --tune chose
 
 
-def parse_args() -> argparse.Namespace:
-    """The command line, refused with a message naming the argument unless sizes are distinct positive
-    integers, counts are positive and the output folder can be created."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe eval-resolution``."""
+    parser = argparse.ArgumentParser(prog='vispe eval-resolution', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('runs', nargs='+', help='work dirs, or CONFIG::CHECKPOINT pairs')
     parser.add_argument('--sizes', type=positive_int, nargs='+', default=None,
                         help='image runs (required for them): test sizes: the image side (classifiers), the shorter '
@@ -144,7 +144,14 @@ def parse_args() -> argparse.Namespace:
                         help='validation images per setting tried by --tune (a balanced subset, where the validation '
                              'set has a subset option)')
     parser.add_argument('--out', type=Path, default=Path('results/extrapolation'))
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless sizes are distinct positive
+    integers, counts are positive and the output folder can be created."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     with reported_by(parser):
         check_distinct('--sizes', args.sizes or [])
         check_distinct('--point-density', args.point_density or [])
@@ -455,8 +462,8 @@ def one_kind(runs: list[Run], configs: list[Config], is_kind: Any, kind: str) ->
     return bool(of_kind)
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     runs = [resolve_run(spec, args.checkpoint_name) for spec in args.runs]
     configs = [load_config(run.config) for run in runs]
     if one_kind(runs, configs, point_sweep.POINTS.is_config, 'point-cloud detectors'):

@@ -1,10 +1,10 @@
 """3DGS-layout Gaussians initialised from a real coloured point cloud, as 3DGS initialises them from SfM points
 (centre = point, SH DC = colour, isotropic scale from the three nearest neighbours, identity rotation, opacity 0.1).
 
-    python tools/gaussians/from_points.py stereo-motorcycle motorcycle.ply               # scikit-image's RGB-D pair
-    python tools/gaussians/from_points.py datasets/mv-scenes scene0.ply --sample 0       # a rendered sample's lidar
-    python tools/gaussians/from_points.py cloud.ply out.ply --voxel-size 0.01           # any coloured .ply/.pcd/.npy
-    python tools/gaussians/from_points.py stereo-motorcycle fitted.ply --fit neighbours  # attributes that vary
+    vispe gaussians-from-points stereo-motorcycle motorcycle.ply               # scikit-image's RGB-D pair
+    vispe gaussians-from-points datasets/mv-scenes scene0.ply --sample 0       # a rendered sample's lidar
+    vispe gaussians-from-points cloud.ply out.ply --voxel-size 0.01           # any coloured .ply/.pcd/.npy
+    vispe gaussians-from-points stereo-motorcycle fitted.ply --fit neighbours  # attributes that vary
 
 SOURCE is 'stereo-motorcycle' (343k points back-projected from the ground-truth disparity and the calibration in
 skimage's docstring), an mv-scenes root (the lidar sweep of ``--sample`` in ``--split``, each point coloured by the
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -26,8 +27,10 @@ from vispe.gaussians.sources import STEREO_MOTORCYCLE, coloured_points
 from vispe.geometry.point_cloud import voxel_down_sample
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe gaussians-from-points``."""
+    parser = argparse.ArgumentParser(prog='vispe gaussians-from-points', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('source', help=f"'{STEREO_MOTORCYCLE}', an mv-scenes root, or a coloured .ply/.pcd/.npy")
     parser.add_argument('out', type=Path, help='the Gaussians (.ply)')
     parser.add_argument('--sample', type=non_negative_int, default=0, help='mv-scenes: the sample index in --split (0)')
@@ -38,6 +41,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--fit', choices=('none', 'neighbours'), default='none',
                         help="'neighbours': fit every attribute to the 16 nearest points (varied attributes; "
                              "vispe.gaussians.init.fit_to_neighbours); 'none': 3DGS's initialisation")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
         output_file(args.out, 'out', '.ply')
@@ -47,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     xyz, rgb = coloured_points(args.source, args.sample, args.split)
     if args.voxel_size is not None:

@@ -1,9 +1,9 @@
 """mv-scenes: a real-geometry multi-camera 3D detection set in the nuScenes format, ray-cast on the CPU.
 
-    python tools/dataset_converters/multiview_scenes.py                     # datasets/mv-scenes, 2000/300/300
-    python tools/dataset_converters/multiview_scenes.py --train 200 --val 50 --root /tmp/mv-small
-    python tools/dataset_converters/multiview_scenes.py --task nvs          # datasets/mv-scenes-nvs, 4000/100/100
-    python tools/dataset_converters/multiview_scenes.py --task crops        # datasets/mv-crops-depth, 2000/200/...
+    vispe dataset multiview-scenes                     # datasets/mv-scenes, 2000/300/300
+    vispe dataset multiview-scenes --train 200 --val 50 --root /tmp/mv-small
+    vispe dataset multiview-scenes --task nvs          # datasets/mv-scenes-nvs, 4000/100/100
+    vispe dataset multiview-scenes --task crops        # datasets/mv-crops-depth, 2000/200/...
 
 Real meshes (pymeshlab's sample meshes, Debian's assimp-testmodels; one per class) stand on a ground
 plane at random positions, yaws and scales; open3d's RaycastingScene renders six cameras (JPEG RGB,
@@ -28,23 +28,20 @@ import functools
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from vispe.datasets.mv_scenes import LIDAR, ConversionConfig, convert  # noqa: E402
-from vispe.datasets.mv_scenes.crops import CropsConfig, convert_crops  # noqa: E402
-from vispe.datasets.mv_scenes.nvs import NVSConfig, convert_nvs  # noqa: E402
-from vispe.engine.arguments import InvalidArgument, non_negative_int, positive_int, reported_by  # noqa: E402
-from vispe.engine.converters import (dataset_folder_argument, default_workers, folder_size,  # noqa: E402
+from vispe.datasets.mv_scenes import LIDAR, ConversionConfig, convert
+from vispe.datasets.mv_scenes.crops import CropsConfig, convert_crops
+from vispe.datasets.mv_scenes.nvs import NVSConfig, convert_nvs
+from vispe.engine.arguments import InvalidArgument, non_negative_int, positive_int, reported_by
+from vispe.engine.converters import (dataset_folder_argument, default_workers, folder_size,
                                      run_conversion)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line; sizes must be positive and the root's parent folder writable."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe dataset multiview-scenes``."""
+    parser = argparse.ArgumentParser(prog='vispe dataset multiview-scenes', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--task', choices=('detection', 'nvs', 'crops'), default='detection',
                         help='detection (nuScenes layout, default), nvs (input and target views per scene) or crops '
                              '(single images with depth at many focal lengths)')
@@ -69,9 +66,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help='lidar rays per ring and turn')
     parser.add_argument('--overwrite', action='store_true', help='replace an existing mv-scenes root')
     parser.add_argument('--quiet', action='store_true', help='no progress bar')
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line; sizes must be positive and the root's parent folder writable."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     nvs, crops = args.task == 'nvs', args.task == 'crops'
-    args.root = args.root or REPO / 'datasets' / {'nvs': 'mv-scenes-nvs', 'crops': 'mv-crops-depth'}.get(
+    args.root = args.root or Path('datasets') / {'nvs': 'mv-scenes-nvs', 'crops': 'mv-crops-depth'}.get(
         args.task, 'mv-scenes')
     args.train = args.train or {'nvs': 4000}.get(args.task, 2000)
     args.val = args.val or {'nvs': 100, 'crops': 200}.get(args.task, 300)
@@ -121,7 +124,7 @@ def scenes_task(args: argparse.Namespace) -> tuple[Callable[..., dict[str, Any]]
     return functools.partial(convert, args.root, args.train, args.val, args.test, config=config), summary
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     command = ' '.join(['python', 'tools/dataset_converters/multiview_scenes.py',
                         *(argv if argv is not None else sys.argv[1:])])

@@ -1,6 +1,6 @@
 """Draw what encodings do before any training: one row per encoding, for one query patch.
 
-    python tools/vis_encoding.py --encodings SinCos2D LearnedAPE RoPEAxial RoPEMixed LookHere ALiBi2D \\
+    vispe vis-encoding --encodings SinCos2D LearnedAPE RoPEAxial RoPEMixed LookHere ALiBi2D \\
         --grid 14 14 --query center --out encodings.png
 
 Absolute encodings (an ``embed`` hook): cosine similarity of the query's embedding to every patch's.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -22,10 +23,10 @@ from vispe.engine.arguments import (InvalidArgument, check_query, grid_query, na
 from vispe.visualization import embedding_similarity, query_index, relative_logits
 
 
-def parse_args() -> argparse.Namespace:
-    """The command line, refused with a message naming the argument unless the grid, width and heads are
-    positive (the width a multiple of the heads), the query is on the grid and the output folder can be made."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe vis-encoding``."""
+    parser = argparse.ArgumentParser(prog='vispe vis-encoding', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--encodings', nargs='+', type=name_or_config,
                         default=['SinCos2D', 'RoPEAxial', 'LookHere', 'ALiBi2D'],
                         help='registered names or JSON configs')
@@ -35,7 +36,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--heads', type=positive_int, default=4)
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--out', type=Path, default=Path('encodings.png'))
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, refused with a message naming the argument unless the grid, width and heads are
+    positive (the width a multiple of the heads), the query is on the grid and the output folder can be made."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     with reported_by(parser):
         check_query('--query', args.query, args.grid, 0, 'grid of --grid')
         if args.embed_dim % args.heads:
@@ -46,11 +54,11 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    args = parse_args()
+    args = parse_args(argv)
     grid = tuple(args.grid)
     head_dim = args.embed_dim // args.heads
     context = dict(embed_dim=args.embed_dim, num_heads=args.heads, head_dim=head_dim, depth=1, grid_size=grid,

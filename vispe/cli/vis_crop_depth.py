@@ -1,8 +1,8 @@
 """Depth from crops, looked at: one image's 3 x 3 grid of crops, each crop's true depth and every run's prediction.
 
-    python tools/vis_crop_depth.py work_dirs/vit-t4_kpe-center-corner_mv-crops-depth work_dirs/vit-t4_crop-box_... \\
+    vispe vis-crop-depth work_dirs/vit-t4_kpe-center-corner_mv-crops-depth work_dirs/vit-t4_crop-box_... \\
         --image test-wide:0 --out crops.png
-    python tools/vis_crop_depth.py work_dirs/vit-t4_kpe-center-corner_mv-crops-depth ... --image stereo-motorcycle
+    vispe vis-crop-depth work_dirs/vit-t4_kpe-center-corner_mv-crops-depth ... --image stereo-motorcycle
 
 ``--image SPLIT:INDEX`` takes an image of the runs' crops set (the first run's config); ``stereo-motorcycle`` takes
 the real Middlebury pair bundled with scikit-image: the left image, its depth from the ground-truth disparity and the
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -27,13 +28,20 @@ from vispe.engine.arguments import InvalidArgument, reported_by, run_main, writa
 from vispe.evaluation.crop_depth_metric import crop_depth_errors
 from vispe.registry import DATASETS, MODELS
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe vis-crop-depth``."""
+    parser = argparse.ArgumentParser(prog='vispe vis-crop-depth', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('runs', nargs='+', type=Path, help='work dirs of crop-depth runs (config and best.pth)')
     parser.add_argument('--image', default='test:0', help="SPLIT:INDEX of the crops set, or 'stereo-motorcycle'")
     parser.add_argument('--checkpoint-name', default='best.pth', help='checkpoint file inside a work dir')
     parser.add_argument('--out', type=Path, default=Path('crops.png'), help='the figure (.png)')
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
     with reported_by(parser):
         writable_output(args.out, '--out', suffixes=('.png',))
         for run in args.runs:
@@ -57,8 +65,8 @@ def set_image(cfg, spec: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @torch.inference_mode()
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     configs = [load_config(sorted(run.glob('*.py'))[0]) for run in args.runs]
     image, depth, intrinsics = motorcycle_rgbd() if args.image == 'stereo-motorcycle' else set_image(configs[0], args.image)
     height, width = depth.shape

@@ -1,8 +1,8 @@
 """pt-scenes: a real-geometry point-cloud 3D detection set in ScanNet's preprocessed layout, scanned on the CPU.
 
-    python tools/dataset_converters/point_scenes.py                        # datasets/pt-scenes, 800/100/100
-    python tools/dataset_converters/point_scenes.py --train 50 --val 10 --test 0 --out /tmp/pt-small
-    python tools/dataset_converters/point_scenes.py --rotated --out datasets/pt-scenes-rotated
+    vispe dataset point-scenes                        # datasets/pt-scenes, 800/100/100
+    vispe dataset point-scenes --train 50 --val 10 --test 0 --out /tmp/pt-small
+    vispe dataset point-scenes --rotated --out datasets/pt-scenes-rotated
 
 Real meshes (pymeshlab's sample meshes, Debian's assimp-testmodels; seven classes) stand in rectangular
 rooms (4-7 m a side, 2.5 m walls), 4-12 a room, against walls and one another; open3d's RaycastingScene
@@ -20,21 +20,19 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Sequence
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from vispe.datasets.pt_scenes import MAX_SCENES, ConversionConfig, RoomConfig, convert  # noqa: E402
-from vispe.engine.arguments import InvalidArgument, non_negative_int, positive_int, reported_by  # noqa: E402
-from vispe.engine.converters import (dataset_folder_argument, default_workers, folder_size,  # noqa: E402
+from vispe.datasets.pt_scenes import MAX_SCENES, ConversionConfig, RoomConfig, convert
+from vispe.engine.arguments import InvalidArgument, non_negative_int, positive_int, reported_by
+from vispe.engine.converters import (dataset_folder_argument, default_workers, folder_size,
                                      run_conversion)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line; counts must be 1..10000 (test 0..10000) and the output's parent folder writable."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--out', type=Path, default=REPO / 'datasets' / 'pt-scenes', help='output folder')
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe dataset point-scenes``."""
+    parser = argparse.ArgumentParser(prog='vispe dataset point-scenes', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--out', type=Path, default=Path('datasets') / 'pt-scenes', help='output folder')
     parser.add_argument('--train', type=positive_int, default=800, help='training scenes')
     parser.add_argument('--val', type=positive_int, default=100, help='validation scenes')
     parser.add_argument('--test', type=non_negative_int, default=100, help='test scenes (held-out rooms)')
@@ -45,6 +43,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help='processes writing scenes (default: the usable CPUs, at most 8; 1: in this process)')
     parser.add_argument('--overwrite', action='store_true', help='replace an existing pt-scenes folder')
     parser.add_argument('--quiet', action='store_true', help='no progress bar')
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line; counts must be 1..10000 (test 0..10000) and the output's parent folder writable."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
         for option in ('train', 'val', 'test'):
@@ -55,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     config = ConversionConfig(seed=args.seed, room=replace(RoomConfig(), rotated=args.rotated))
     command = ' '.join(['python', 'tools/dataset_converters/point_scenes.py',

@@ -1,6 +1,6 @@
 """Rendered target views beside the ground truth, for a trained novel-view synthesis model.
 
-    python tools/vis_nvs.py configs/nvs/srt-s_gta_mv-scenes.py work_dirs/.../best.pth --scenes 0 1 2 --out nvs.png
+    vispe vis-nvs configs/nvs/srt-s_gta_mv-scenes.py work_dirs/.../best.pth --scenes 0 1 2 --out nvs.png
 
 One row per scene of the config's test split: its input views, then each target view's ground truth, the model's
 rendering and the absolute error, with the view's PSNR over all pixels and over object pixels in the titles.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -21,8 +22,10 @@ from vispe.evaluation.nvs_metric import view_quality
 from vispe.registry import DATASETS, FUNCTIONS, MODELS
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``vispe vis-nvs``."""
+    parser = argparse.ArgumentParser(prog='vispe vis-nvs', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
     parser.add_argument('checkpoint')
     parser.add_argument('--scenes', type=non_negative_int, nargs='+', default=[0, 1, 2],
@@ -30,7 +33,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--out', type=Path, default=Path('nvs.png'), help='the figure (.png)')
     parser.add_argument('--cfg-options', nargs='+', action=ConfigOptionsAction, default={},
                         help='override config entries, e.g. test_dataloader.dataset.split=val')
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
     with reported_by(parser):
         existing_file(Path(args.config), 'config')
         existing_file(Path(args.checkpoint), 'checkpoint')
@@ -38,12 +46,12 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
-    args = parse_args()
+    args = parse_args(argv)
     cfg = load_config(args.config, args.cfg_options)
     dataset = DATASETS.build(cfg.test_dataloader.dataset)
     too_far = [index for index in args.scenes if index >= len(dataset)]
