@@ -4,9 +4,9 @@ evaluate them at larger sizes, print the extrapolation table and write the plot.
     vispe demo                       # what `make demo` runs
     vispe demo --encodings ape rope-mixed lookhere alibi2d --epochs 4 --sizes 28 44 56 84
 
-Each encoding is a config ``configs/vit/vit-t4_<name>_fmnist-28.py`` trained through mmengine's
-Runner for 2 of its 8 epochs (the same recipe, a shorter cosine schedule), then ``tools/eval_resolution.py``
-measures top-1 at every size on a balanced test subset, and ``tools/vis_attention.py`` draws the
+Each encoding is a packaged config ``vispe::vit/vit-t4_<name>_fmnist-28.py`` trained through mmengine's
+Runner for 2 of its 8 epochs (the same recipe, a shorter cosine schedule), then ``vispe eval-resolution``
+measures top-1 at every size on a balanced test subset, and ``vispe vis-attention`` draws the
 last model's per-head attention for the centre of a real photo (scikit-image's astronaut) at the
 first two sizes.
 """
@@ -22,16 +22,14 @@ from typing import Sequence
 
 from mmengine.config import Config
 
+from vispe.configs import CONFIG_ROOT
 from vispe.engine import build_runner, load_config, named_unknown_types
 from vispe.engine.arguments import (InvalidArgument, check_distinct, existing_file, positive_int, reported_by,
                                     writable_folder, writable_output)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
 def config_path(name: str) -> Path:
     """The config of an encoding name of ``--encodings``."""
-    return REPO_ROOT / 'configs' / 'vit' / f'vit-t4_{name}_fmnist-28.py'
+    return CONFIG_ROOT / 'vit' / f'vit-t4_{name}_fmnist-28.py'
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='vispe demo', description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--encodings', nargs='+', default=['ape', 'rope-mixed', 'lookhere'],
-                        help='config names: configs/vit/vit-t4_<name>_fmnist-28.py')
+                        help='config names: vispe::vit/vit-t4_<name>_fmnist-28.py')
     parser.add_argument('--epochs', type=positive_int, default=2, help='at least 2: warm-up, then cosine decay')
     parser.add_argument('--train-subset', type=positive_int, default=None,
                         help='train on a balanced subset of this many images (default: the config\'s 58k)')
@@ -66,7 +64,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     """What would otherwise fail only after minutes of training (see :func:`parse_args`)."""
     missing = [name for name in args.encodings if not config_path(name).is_file()]
     if missing:
-        known = sorted(p.name[len('vit-t4_'):-len('_fmnist-28.py')] for p in (REPO_ROOT / 'configs' / 'vit').glob(
+        known = sorted(p.name[len('vit-t4_'):-len('_fmnist-28.py')] for p in (CONFIG_ROOT / 'vit').glob(
             'vit-t4_*_fmnist-28.py'))
         raise InvalidArgument('--encodings', missing, f'No config for {missing} in configs/vit', f'choose from {known}')
     if args.epochs < 2:
@@ -117,12 +115,12 @@ def train(name: str, args: argparse.Namespace) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     work_dirs = [train(name, args) for name in args.encodings]
-    command = [sys.executable, str(REPO_ROOT / 'tools' / 'eval_resolution.py'), *map(str, work_dirs),
+    command = [sys.executable, '-m', 'vispe', 'eval-resolution', *map(str, work_dirs),
                '--sizes', *map(str, args.sizes), '--subset', str(args.test_subset), '--out', str(args.out)]
     if subprocess.run(command).returncode != 0:
         return 1
     figure = args.out.parent / f'attention_{work_dirs[-1].name}.png'
-    command = [sys.executable, str(REPO_ROOT / 'tools' / 'vis_attention.py'), str(next(work_dirs[-1].glob('*.py'))),
+    command = [sys.executable, '-m', 'vispe', 'vis-attention', str(next(work_dirs[-1].glob('*.py'))),
                str(work_dirs[-1] / 'best.pth'), '--image', args.image, '--sizes', *map(str, args.sizes[:2]),
                '--query', 'center', '--heads', 'all', '--out', str(figure)]
     return subprocess.run(command).returncode

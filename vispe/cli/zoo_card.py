@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='vispe zoo-card', description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('work_dirs', nargs='+', type=Path)
-    parser.add_argument('--eval', type=Path, required=True, help='JSON written by tools/eval_resolution.py')
+    parser.add_argument('--eval', type=Path, required=True, help='JSON written by vispe eval-resolution')
     parser.add_argument('--zoo', type=Path, default=Path('models'))
     parser.add_argument('--max-mb', type=non_negative_float, default=2.0)
     return parser
@@ -55,10 +55,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             configs = sorted(work_dir.glob('*.py'))
             if len(configs) != 1:
                 raise InvalidArgument('work dir', work_dir, f'holds {len(configs)} configs (.py), not the one '
-                                      'training dumps', 'give a work dir written by tools/train.py')
+                                      'training dumps', 'give a work dir written by vispe train')
             if not (work_dir / 'best.pth').is_file():
                 raise InvalidArgument('work dir', work_dir, 'has no best.pth',
-                                      'give a work dir whose training finished (tools/train.py writes best.pth)')
+                                      'give a work dir whose training finished (vispe train writes best.pth)')
         existing_file(args.eval, '--eval')
         if not (args.zoo / 'README.md').is_file():
             raise InvalidArgument('--zoo', args.zoo, 'has no README.md (the index of the cards)',
@@ -225,7 +225,7 @@ def card_members(work_dirs: list[Path], report: dict) -> dict[str, tuple[list[tu
         run = runs.get(work_dir.resolve())
         if run is None:
             raise InvalidArgument('work dir', work_dir, 'has no results in the --eval JSON',
-                                  'run tools/eval_resolution.py on it first')
+                                  'run vispe eval-resolution on it first')
         if sha256(work_dir / 'best.pth') != run['checkpoint_sha256']:
             raise InvalidArgument('work dir', work_dir, 'best.pth changed since it was evaluated', 'evaluate it again')
         group = groups.get(run['label'])

@@ -1,4 +1,4 @@
-"""Decompress a .vgs bitstream (tools/gaussians/compress.py) into a standard 3DGS .ply.
+"""Decompress a .vgs bitstream (vispe compress) into a standard 3DGS .ply.
 
     vispe decompress scene.vgs scene_rec.ply
 
