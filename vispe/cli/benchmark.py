@@ -59,7 +59,6 @@ import csv
 import ctypes
 import io
 import json
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +70,7 @@ import torch
 import vispe
 from vispe.encodings import ComRoPE, PositionEncoding
 from vispe.engine.arguments import (InvalidArgument, check_distinct, config_dict, existing_file, non_negative_int,
-                                    positive_int, reported_by, run_main, writable_output)
+                                    positive_int, recorded_command, reported_by, run_main, writable_output)
 from vispe.engine.benchmark_common import (machine_description, machine_summary, markdown_table, measure, round_ratios,
                                            write_text_atomically)
 from vispe.engine.benchmark_detector import CAMERA_TABLE_NOTE, benchmark_detectors, detector_tables
@@ -407,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         probe_memory(args.probe)
         return 0
     device = torch.device(args.device)
-    command = shlex.join(['python', 'tools/benchmark.py', *sys.argv[1:]])
+    command = recorded_command('benchmark', argv, 'tools/benchmark.py')
     if args.detectors:
         run_detectors(args, device, command)
         return 0

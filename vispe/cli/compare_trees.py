@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from vispe.engine.arguments import positive_int, reported_by, writable_output
+from vispe.engine.arguments import positive_int, recorded_command, reported_by, writable_output
 
 BASELINE = 'timm (plain ViT)'
 
@@ -102,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         lines.append([str(key[0]), key[1], key[2], f'{before[key]:.3f}', f'{after[key]:.3f}',
                       f'{after[key] / before[key] - 1:+.1%}'])
-    command = shlex.join(['python', 'tools/compare_trees.py', *sys.argv[1:]])
+    command = recorded_command('compare-trees', argv, 'tools/compare_trees.py')
     header = f'median over {args.rounds} interleaved rounds of each model\'s time / timm\'s in the same process'
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     print(header)

@@ -81,8 +81,8 @@ from tqdm import tqdm
 
 import vispe
 from vispe.engine import load_config, named_unknown_types
-from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, reported_by,
-                                    run_main, writable_output)
+from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, recorded_command,
+                                    reported_by, run_main, writable_output)
 from vispe.evaluation import crop_sweep, multiview_sweep, point_sweep, sweep
 from vispe.evaluation.encoding_options import check_encoding_options, encoding_options_set, parse_encoding_options
 from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
@@ -212,10 +212,6 @@ def dataset_cfg(cfg: Config, size: int, eval_mode: str, subset: int | None) -> d
     return dataset
 
 
-def command_line() -> str:
-    return ' '.join(['python', Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
-
-
 def tuned_label(label: str) -> str:
     """'<name>_s0' -> '<name>+tuned_s0' (a seed suffix stays last, so that tuned runs group by seed too)."""
     match = sweep.SEED_SUFFIX.match(label)
@@ -313,7 +309,7 @@ def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: lis
         results = {run.label: run.results for run in runs}
         summaries = {group.label: sweep.group_summary(group, results) for group in groups}
     print(resolution_table(runs, args.sizes, groups, summaries))
-    written = write_resolution_outputs(args.out, command_line(), args.eval_mode, args.sizes, runs, options, datasets,
+    written = write_resolution_outputs(args.out, args.command, args.eval_mode, args.sizes, runs, options, datasets,
                                        train_sizes, groups, summaries, tuning)
     print(f'wrote {", ".join(map(str, written))}')
     return 0
@@ -394,7 +390,7 @@ def evaluate_multiview(args: argparse.Namespace, runs: list[Run], run_configs: l
     print(multiview_sweep.sweep_table(results, groups, summaries))
     axes = dict(heights=args.sizes, intrinsics_scale=scales, rigs={rig: multiview_sweep.RIG_SPLITS[rig] for rig in
                                                                    args.rigs} if args.rigs else 'the config test split')
-    written = multiview_sweep.write_sweep_outputs(args.out, command_line(), runs, configs, axes, options, groups,
+    written = multiview_sweep.write_sweep_outputs(args.out, args.command, runs, configs, axes, options, groups,
                                                   summaries)
     print(f'wrote {", ".join(map(str, written))}')
     return 0
@@ -428,7 +424,7 @@ def evaluate_kind(args: argparse.Namespace, runs: list[Run], run_configs: list[C
     results = {run.label: run.results for run in runs}
     summaries = {group.label: sweep.group_summary(group, results) for group in groups} if groups else None
     print(table(results, groups=groups, summaries=summaries))
-    written = write(args.out, command_line(), runs, configs, groups=groups, summaries=summaries)
+    written = write(args.out, args.command, runs, configs, groups=groups, summaries=summaries)
     print(f'wrote {", ".join(map(str, written))}')
     return 0
 
@@ -464,6 +460,7 @@ def one_kind(runs: list[Run], configs: list[Config], is_kind: Any, kind: str) ->
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    args.command = recorded_command('eval-resolution', argv)
     runs = [resolve_run(spec, args.checkpoint_name) for spec in args.runs]
     configs = [load_config(run.config) for run in runs]
     if one_kind(runs, configs, point_sweep.POINTS.is_config, 'point-cloud detectors'):

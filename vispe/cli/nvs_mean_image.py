@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -21,7 +20,7 @@ import torch
 import vispe  # noqa: F401  (registers the datasets and metrics)
 from vispe.datasets.nvs_scenes import NVSScenes
 from vispe.engine import load_config
-from vispe.engine.arguments import existing_file, reported_by, run_main, writable_output
+from vispe.engine.arguments import existing_file, recorded_command, reported_by, run_main, writable_output
 from vispe.evaluation.sweep import write_atomically, write_json
 from vispe.registry import METRICS
 
@@ -74,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     metrics = {key: round(float(value), 4) for key, value in metric.evaluate(len(scored)).items()}
     print(json.dumps(metrics))
     if args.out is not None:
-        record = dict(command=' '.join(['python', Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), data_root=root,
+        record = dict(command=recorded_command('nvs-mean-image', argv), data_root=root,
                       split=args.split, training_scenes=len(train), metrics=metrics)
         write_atomically(args.out, lambda path: write_json(path, record))
     return 0

@@ -28,7 +28,7 @@ from PIL import Image
 
 from vispe.datasets.fashion_mnist import CLASSES, default_root, read_split
 from vispe.engine.arguments import (InvalidArgument, existing_folder, non_negative_int, positive_int,
-                                    reported_by, unit_fraction, writable_folder)
+                                    recorded_command, reported_by, unit_fraction, writable_folder)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,8 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     (args.out / 'annotations').mkdir(parents=True, exist_ok=True)
     info = dict(description='Fashion-MNIST items pasted on canvases (vispe)',
-                command=' '.join(['python', 'tools/dataset_converters/fmnist_detection.py',
-                                  *(argv if argv is not None else sys.argv[1:])]),
+                command=recorded_command('dataset fmnist-detection', argv,
+                                                 'tools/dataset_converters/fmnist_detection.py'),
                 arguments={k: str(v) for k, v in vars(args).items()})
     for split, source, count in (('train', 'train-minus-minival', args.train), ('minival', 'minival', args.minival),
                                  ('val', 'test', args.val)):

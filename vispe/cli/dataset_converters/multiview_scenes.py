@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 from vispe.datasets.mv_scenes import LIDAR, ConversionConfig, convert
 from vispe.datasets.mv_scenes.crops import CropsConfig, convert_crops
 from vispe.datasets.mv_scenes.nvs import NVSConfig, convert_nvs
-from vispe.engine.arguments import InvalidArgument, non_negative_int, positive_int, reported_by
+from vispe.engine.arguments import InvalidArgument, non_negative_int, positive_int, recorded_command, reported_by
 from vispe.engine.converters import (dataset_folder_argument, default_workers, folder_size,
                                      run_conversion)
 
@@ -126,8 +126,7 @@ def scenes_task(args: argparse.Namespace) -> tuple[Callable[..., dict[str, Any]]
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    command = ' '.join(['python', 'tools/dataset_converters/multiview_scenes.py',
-                        *(argv if argv is not None else sys.argv[1:])])
+    command = recorded_command('dataset multiview-scenes', argv, 'tools/dataset_converters/multiview_scenes.py')
     task = {'nvs': nvs_task, 'crops': crops_task}.get(args.task, scenes_task)
     conversion, summary = task(args)
     done = run_conversion('multiview_scenes.py', args.root, lambda: conversion(

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from vispe.datasets.pt_scenes import MAX_SCENES, ConversionConfig, RoomConfig, convert
-from vispe.engine.arguments import InvalidArgument, non_negative_int, positive_int, reported_by
+from vispe.engine.arguments import InvalidArgument, non_negative_int, positive_int, recorded_command, reported_by
 from vispe.engine.converters import (dataset_folder_argument, default_workers, folder_size,
                                      run_conversion)
 
@@ -62,8 +62,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     config = ConversionConfig(seed=args.seed, room=replace(RoomConfig(), rotated=args.rotated))
-    command = ' '.join(['python', 'tools/dataset_converters/point_scenes.py',
-                        *(argv if argv is not None else sys.argv[1:])])
+    command = recorded_command('dataset point-scenes', argv, 'tools/dataset_converters/point_scenes.py')
     done = run_conversion('point_scenes.py', args.out, lambda: convert(
         args.out, args.train, args.val, args.test, config=config, workers=args.workers, overwrite=args.overwrite,
         progress=not args.quiet, command=command))

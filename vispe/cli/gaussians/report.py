@@ -14,11 +14,10 @@ import argparse
 import csv
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Sequence
 
-from vispe.engine.arguments import existing_file, reported_by, run_main, writable_output
+from vispe.engine.arguments import existing_file, recorded_command, reported_by, run_main, writable_output
 from vispe.evaluation.sweep import json_safe, write_atomically
 from vispe.gaussians import read_gaussians_ply
 from vispe.gaussians.bitstream import key_option
@@ -108,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = table(rows)
     print(f'{args.ply}: {len(source)} Gaussians, SH degree {source.sh_degree}, {args.ply.stat().st_size} bytes\n{text}')
     if args.out is not None:
-        command = ' '.join(['python', Path(sys.argv[0]).as_posix(), *(argv if argv is not None else sys.argv[1:])])
+        command = recorded_command('gaussians-report', argv)
         record = dict(command=command, source=str(args.ply), gaussians=len(source),
                       source_bytes=args.ply.stat().st_size, rows=infinite_as_text(rows))
         write_atomically(args.out.with_suffix('.json'),
