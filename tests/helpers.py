@@ -1,8 +1,7 @@
 """Helpers shared by tests (not fixtures)."""
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from pathlib import Path
 from types import ModuleType
 
@@ -11,7 +10,7 @@ import torch
 import vispe
 from vispe.geometry import Positions
 
-from .conftest import REPO_ROOT, TINY_VIT
+from .conftest import TINY_VIT
 
 
 def tiny_vit(encoding=None, **overrides) -> vispe.VisionTransformer:
@@ -25,15 +24,9 @@ def positions(grid, num_prefix_tokens=1) -> Positions:
 
 
 def load_tool(name: str) -> ModuleType:
-    """``tools/<name>.py`` (e.g. 'eval_resolution', 'dataset_converters/multiview_scenes') imported once per test
-    session under a private module name, so tests call its functions in-process."""
-    module_name = '_tool_' + name.replace('/', '_')
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, REPO_ROOT / 'tools' / f'{name}.py')
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module  # dataclasses look their module up while the file runs
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
+    """The module of the tool ``tools/<name>.py`` (e.g. 'eval_resolution', 'dataset_converters/multiview_scenes'):
+    ``vispe.cli.<name>``, whose functions tests call in-process."""
+    return importlib.import_module('vispe.cli.' + name.replace('/', '.'))
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -93,7 +93,7 @@ def test_tool_refuses_bad_options_for_a_petr_config(tiny: TinyPETR, tmp_path: Pa
         (['--heads', '4'], "--heads 4: 4 outside the model's 4 attention heads"),
         (['--sizes', '64'], '--sizes 64: a 3D detector (PETRDetector) draws a sample of its data set'),
         (['--scene', '1'], 'has 1 samples; give an index from 0 to 0'),
-        (['--data-root', str(tmp_path / 'none')], '`python tools/dataset_converters/multiview_scenes.py`'),
+        (['--data-root', str(tmp_path / 'none')], '`vispe dataset multiview-scenes`'),
     ]
     for extra, message in cases:
         with pytest.raises(InvalidArgument) as refused:

@@ -132,7 +132,7 @@ def test_tool_refuses_what_it_cannot_draw(tiny: TinyPETR, tmp_path: Path) -> Non
         ([str(REPO_ROOT / 'configs' / 'vit' / 'vit-t4_ape_fmnist-28.py')],
          'has no camera encoding with 3D points; give a multi-view 3D detection config (configs/petr/'),
         ([str(tiny.configs['petr-lid']), '--data-root', str(tmp_path / 'none')],
-         'write mv-scenes there with `python tools/dataset_converters/multiview_scenes.py`'),
+         'write mv-scenes there with `vispe dataset multiview-scenes`'),
         ([str(tiny.configs['3dppe']), '--depth', 'predicted'], 'give a checkpoint, or --depth gt'),
         ([str(tiny.configs['petr-lid']), '--depth', 'gt'], 'only 3DPPE has per-cell depths'),
     ]

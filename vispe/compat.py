@@ -9,6 +9,12 @@ has on this machine (each one's ``still_broken`` probe reads mmengine's own code
 * ``cpu_process_group`` — mmengine's PyTorch launcher calls ``torch.cuda.set_device`` whatever the
   backend, so DDP on CPU processes (gloo) fails on a machine without CUDA; there the process group
   is initialised directly. Machines with CUDA keep mmengine's launcher.
+* ``package_config_files`` — ``Config.fromfile`` reads its argument as a path, while mmengine resolves
+  ``pkg::path`` only in ``_base_`` and ``mmengine.hub.get_config``; ``Config.fromfile('vispe::<path>')``
+  is given the packaged config's file (:func:`vispe.configs.resolve_config`). Other names pass unchanged.
+
+vispe also registers itself in mmengine's table of packages with configs (``MODULE2PACKAGE``), which
+``_base_ = 'vispe::...'`` and ``mmengine.hub.get_config('vispe::...')`` require (:func:`register_package`).
 
 Nothing about checkpoints is patched: mmengine's own loaders keep torch's defaults in every runner.
 vispe's runner (:class:`vispe.engine.Runner`) reads its files through :mod:`vispe.serialization`
@@ -63,15 +69,29 @@ def original(target: str) -> Any:
     """mmengine's own version of ``'module:attribute'``, as it was before vispe patched it."""
     if target in _ORIGINALS:
         return _ORIGINALS[target]
+    return current(target)
+
+
+def current(target: str) -> Any:
+    """The object ``'module:attribute'`` (or ``'module:Class.method'``) names now."""
     module_name, attribute = target.split(':')
-    return getattr(importlib.import_module(module_name), attribute)
+    found: Any = importlib.import_module(module_name)
+    for name in attribute.split('.'):
+        found = getattr(found, name)
+    return found
 
 
 def _replace(target: str, replacement: Any) -> None:
+    """Set ``'module:attribute'`` or ``'module:Class.method'`` (a static method stays static)."""
     module_name, attribute = target.split(':')
-    module = importlib.import_module(module_name)
-    _ORIGINALS.setdefault(target, getattr(module, attribute))
-    setattr(module, attribute, replacement)
+    owner: Any = importlib.import_module(module_name)
+    *path, attribute = attribute.split('.')
+    for name in path:
+        owner = getattr(owner, name)
+    _ORIGINALS.setdefault(target, getattr(owner, attribute))
+    if isinstance(inspect.getattr_static(owner, attribute), staticmethod):
+        replacement = staticmethod(replacement)
+    setattr(owner, attribute, replacement)
 
 
 def _source(target: str) -> str:
@@ -139,6 +159,17 @@ def _no_cuda() -> bool:
     return not torch.cuda.is_available()
 
 
+def _fromfile_resolving_vispe(filename: Any, *args: Any, **kwargs: Any) -> Any:
+    from vispe.configs import PREFIX, resolve_config
+    if isinstance(filename, str) and filename.startswith(PREFIX):
+        filename = str(resolve_config(filename))
+    return original('mmengine.config.config:Config.fromfile')(filename, *args, **kwargs)
+
+
+def _fromfile_reads_paths_only() -> bool:
+    return '::' not in _source('mmengine.config.config:Config.fromfile')
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch('package_helpers', PACKAGE_HELPER_TARGETS,
           'mmengine imports pkg_resources, gone from setuptools >= 82: package configs (pkg::) fail to load.',
@@ -146,11 +177,24 @@ PATCHES: tuple[Patch, ...] = (
     Patch('cpu_process_group', ('mmengine.dist.utils:_init_dist_pytorch',),
           'mmengine calls torch.cuda.set_device in its PyTorch launcher: DDP on CPU processes fails without CUDA.',
           _cpu_process_group_broken, _no_cuda, lambda: _replace('mmengine.dist.utils:_init_dist_pytorch', _init_dist_pytorch_cpu)),
+    Patch('package_config_files', ('mmengine.config.config:Config.fromfile',),
+          "Config.fromfile reads its argument as a path: Config.fromfile('vispe::vit/...') fails.",
+          _fromfile_reads_paths_only, lambda: True,
+          lambda: _replace('mmengine.config.config:Config.fromfile', _fromfile_resolving_vispe)),
 )
 
 
+def register_package() -> None:
+    """Name vispe in mmengine's table of packages with configs (``mmengine.config.utils.MODULE2PACKAGE``),
+    which mmengine asserts before it resolves a ``vispe::`` name (idempotent)."""
+    from mmengine.config.utils import MODULE2PACKAGE
+    MODULE2PACKAGE.setdefault('vispe', 'vispe')
+
+
 def apply() -> list[str]:
-    """Install the patches the installed mmengine needs (idempotent); returns their names."""
+    """Install the patches the installed mmengine needs and register vispe's configs (idempotent); returns the
+    patches' names."""
+    register_package()
     for patch in PATCHES:
         if patch.name not in _applied and patch.needed():
             patch.install()

@@ -285,7 +285,7 @@ def test_bad_scene_files_are_refused_naming_the_file(root, tmp_path, case, suffi
     dataset = PointScenes(copy, 'train', num_points=256)
     with pytest.raises(ValueError, match=match) as error:
         dataset[0]
-    assert str(path) in str(error.value) and 'point_scenes.py' in str(error.value)
+    assert str(path) in str(error.value) and 'vispe dataset point-scenes' in str(error.value)
     if case in ('zero size', 'unknown class'):
         option = 'invalid_boxes' if case == 'zero size' else 'unknown_classes'
         kept = PointScenes(copy, 'train', num_points=256, **{option: 'drop'})[0]['data_samples']['gt_boxes']
@@ -299,7 +299,7 @@ def test_missing_files_splits_and_bad_arguments(root, tmp_path):
         PointScenes(copy, 'train')
     with pytest.raises(FileNotFoundError, match=r"lists there: \['scannetv2_test.txt'"):
         PointScenes(root, 'minival')
-    with pytest.raises(FileNotFoundError, match='point_scenes.py'):
+    with pytest.raises(FileNotFoundError, match='vispe dataset point-scenes'):
         PointScenes(tmp_path / 'nothing')
     for kwargs, error, match in ((dict(num_points=0), ValueError, 'num_points'),
                                  (dict(point_density=0.0), ValueError, 'point_density'),

@@ -2,15 +2,11 @@
 that point the detection configs at it."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from ..conftest import REPO_ROOT
-
-sys.path.insert(0, str(REPO_ROOT / 'tools' / 'dataset_converters'))
-import fmnist_detection  # noqa: E402
+from vispe.cli.dataset_converters import fmnist_detection
 
 
 @pytest.fixture(scope='session')

@@ -19,7 +19,7 @@ from . import conftest
 def test_converter_writes_coco_with_tight_boxes_on_real_items(fmnist_det) -> None:
     coco = json.loads((fmnist_det / 'annotations' / 'train.json').read_text())
     assert len(coco['images']) == 24 and [c['name'] for c in coco['categories']] == list(CLASSES)
-    assert 'fmnist_detection.py' in coco['info']['command']
+    assert coco['info']['command'].startswith('vispe dataset fmnist-detection --out ')
     for annotation in coco['annotations'][:20]:
         image = coco['images'][annotation['image_id'] - 1]
         pixels = np.asarray(Image.open(fmnist_det / image['file_name']))
@@ -58,7 +58,7 @@ def test_converter_takes_each_split_from_its_own_fashion_mnist_images(tmp_path, 
 def test_detection_configs_choose_checkpoints_on_minival_and_report_on_val() -> None:
     from mmengine.config import Config
 
-    cfg = Config.fromfile(str(conftest.REPO_ROOT / 'configs' / 'detr' / 'detr-r18_sine_fmnist-det.py'))
+    cfg = Config.fromfile('vispe::detr/detr-r18_sine_fmnist-det.py')
     assert cfg.val_dataloader.dataset.ann_file.endswith('annotations/minival.json')
     assert cfg.val_evaluator.ann_file == cfg.val_dataloader.dataset.ann_file
     assert cfg.test_dataloader.dataset.ann_file.endswith('annotations/val.json')
@@ -98,7 +98,7 @@ def test_items_boxes_flip_and_collate(fmnist_det) -> None:
 
 
 def test_missing_and_corrupt_annotations_name_the_file(tmp_path) -> None:
-    with pytest.raises(FileNotFoundError, match='fmnist_detection.py'):
+    with pytest.raises(FileNotFoundError, match='vispe dataset fmnist-detection'):
         CocoDetection(str(tmp_path / 'none.json'))
     corrupt = tmp_path / 'bad.json'
     corrupt.write_text('{"images": [')

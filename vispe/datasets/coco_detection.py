@@ -32,7 +32,7 @@ def load_coco(ann_file: str | Path) -> Any:
     path = Path(ann_file)
     if not path.is_file():
         raise FileNotFoundError(f'COCO annotation file {path} not found. For the Fashion-MNIST detection set run '
-                                f'`python tools/dataset_converters/fmnist_detection.py`; for COCO see datasets/README.md.')
+                                f'`vispe dataset fmnist-detection`; for COCO see datasets/README.md.')
     try:
         dataset = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

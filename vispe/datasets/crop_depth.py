@@ -97,8 +97,8 @@ class CropDepth(Dataset):
         self.side_range, self.eval_side = (low, high), float(eval_side)
         folder = self.data_root / split
         if not folder.is_dir():
-            raise FileNotFoundError(f'CropDepth: {folder} does not exist; write the set with python '
-                                    f'tools/dataset_converters/multiview_scenes.py --task crops --root '
+            raise FileNotFoundError(f'CropDepth: {folder} does not exist; write the set with '
+                                    f'vispe dataset multiview-scenes --task crops --root '
                                     f'{self.data_root}')
         self.files = sorted(folder.glob('*.npz'))
         if not self.files:

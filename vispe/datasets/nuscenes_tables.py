@@ -141,7 +141,7 @@ def load_points(path: str | Path) -> np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f'Lidar file {path} not found: extract the nuScenes samples (LIDAR_TOP) into the data '
-                                f'root, or write the data set again (tools/dataset_converters/multiview_scenes.py).')
+                                f'root, or write the data set again (vispe dataset multiview-scenes).')
     size = path.stat().st_size
     if size % (POINT_COLUMNS * 4):
         raise RuntimeError(f'Lidar file {path} has {size} bytes, not a multiple of {POINT_COLUMNS * 4} '
@@ -213,7 +213,7 @@ class NuScenesTables:
 
     Args:
         root: data root holding ``<version>/*.json`` and the ``samples/`` folders (a real nuScenes root
-            or one written by ``tools/dataset_converters/multiview_scenes.py``).
+            or one written by ``vispe dataset multiview-scenes``).
         version: table folder, e.g. ``'v1.0-trainval'`` or ``'v1.0-mini'``.
 
     Raises:
@@ -236,7 +236,7 @@ class NuScenesTables:
                 f'nuScenes table folder {self.table_root} not found (folders in {self.root}: {present or "none"}). '
                 f'Pass the version whose tables are there (e.g. version="v1.0-mini"), extract the nuScenes metadata '
                 f'(v1.0-trainval_meta.tgz) into {self.root}, or write mv-scenes with '
-                f'`python tools/dataset_converters/multiview_scenes.py`.')
+                f'`vispe dataset multiview-scenes`.')
         self.tables: dict[str, list[dict[str, Any]]] = {}
         self.index: dict[str, dict[str, dict[str, Any]]] = {}
         for name in REQUIRED_TABLES + OPTIONAL_TABLES:
@@ -290,7 +290,7 @@ class NuScenesTables:
             raise FileNotFoundError(
                 f'nuScenes table {path} not found; a nuScenes root needs {", ".join(REQUIRED_TABLES)} in '
                 f'{self.table_root}. Extract the nuScenes metadata again, or write the data set again '
-                f'(tools/dataset_converters/multiview_scenes.py).')
+                f'(vispe dataset multiview-scenes).')
         try:
             with path.open('rb') as handle:
                 table = json.load(handle)

@@ -54,8 +54,8 @@ class NVSScenes(Dataset):
                                                                                    rays_per_view)
         folder = self.data_root / split
         if not folder.is_dir():
-            raise FileNotFoundError(f'NVSScenes: {folder} does not exist; write the set with python '
-                                    f'tools/dataset_converters/multiview_scenes.py --task nvs --root {self.data_root}')
+            raise FileNotFoundError(f'NVSScenes: {folder} does not exist; write the set with '
+                                    f'vispe dataset multiview-scenes --task nvs --root {self.data_root}')
         self.files = sorted(folder.glob('*.npz'))
         if not self.files:
             raise FileNotFoundError(f'NVSScenes: {folder} holds no scene (.npz); rewrite the set with '

@@ -178,11 +178,11 @@ class PointScenes(Dataset):
         self.data_root = Path(data_root)
         if not self.data_root.is_dir():
             raise FileNotFoundError(f'PointScenes data_root {self.data_root} does not exist. Write pt-scenes with '
-                                    f'`python tools/dataset_converters/point_scenes.py`, or preprocess ScanNet '
+                                    f'`vispe dataset point-scenes`, or preprocess ScanNet '
                                     f'into datasets/scannet (see datasets/README.md).')
         self.is_pt_scenes = (self.data_root / INFO_FILE).is_file()
         self.fix = ('write the set again: the command recorded in its pt-scenes.json '
-                    f'(tools/dataset_converters/point_scenes.py) with --out {self.data_root} --overwrite'
+                    f'(vispe dataset point-scenes) with --out {self.data_root} --overwrite'
                     if self.is_pt_scenes else
                     "preprocess the scene again with VoteNet's scannet/batch_load_scannet_data.py (datasets/README.md)")
         self.points_dir = self.data_root / points_dir

@@ -14,6 +14,7 @@ import contextlib
 import json
 import math
 import os
+import shlex
 import sys
 from collections import Counter
 from pathlib import Path
@@ -45,6 +46,15 @@ def run_main(main: Callable[[], int]) -> NoReturn:
         print(f'{Path(sys.argv[0]).name}: error: {error}', file=sys.stderr)
         status = 2
     sys.exit(status)
+
+
+def recorded_command(command: str, argv: Sequence[str] | None, script: str | None = None) -> str:
+    """The command line a tool records in what it writes: ``vispe <command> ARGS`` when its ``main`` was given
+    ``argv`` (the ``vispe`` command gives it), else the script's own, ``python <script> ARGS`` (``script``: how to
+    name it, default ``sys.argv[0]``; e.g. ``tools/benchmark.py`` in a checkout)."""
+    if argv is not None:
+        return shlex.join(['vispe', *command.split(), *argv])
+    return shlex.join(['python', script or Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@ cross-attention from Q box queries to P point tokens, FFN; d = 256, 4 heads, one
 point encoding, against the same layer without one; and the peak memory of an 8-layer decoder's training step,
 measured in a fresh process (CPU: Linux ``VmHWM``).
 
-    python tools/benchmark.py --point-layer --queries 256 --points 2048 --batch 2 [--backward] [--memory]
+    vispe benchmark --point-layer --queries 256 --points 2048 --batch 2 [--backward] [--memory]
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 ``'qk'``) against the same stack without an encoding ("plain SDPA"). Each step builds its positions anew, so the
 encoding's per-forward tables (the views' cameras, the SO(2) rotations) are in the time.
 
-    python tools/benchmark.py --view-stack 2x14x14 4x32x32 --batch 1 --threads 1
+    vispe benchmark --view-stack 2x14x14 4x32x32 --batch 1 --threads 1
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the data-set converter commands (``tools/dataset_converters/``) share: the default worker count, the output
+"""What the data-set converter commands (``vispe dataset``) share: the default worker count, the output
 folder argument, one conversion run with its known errors reported, and the size of what it wrote."""
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from mmengine.runner import Runner
 from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model, find_latest_checkpoint
 
 from vispe import registry, serialization
+from vispe.configs import resolve_config
 from vispe.engine.hooks import MMENGINE_SELF_DEPRECATIONS, RandomStateHook, dropped_log_records
 from vispe.engine.tracking import set_vis_backends
 from vispe.registry import RUNNERS, UnknownTypeError, VispeRegistry, unknown_argument_error, unknown_type_message
@@ -47,8 +48,9 @@ def load_config(path: str | Path, cfg_options: dict[str, Any] | None = None,
                 work_dir: str | Path | None = None, vis_backends: Sequence[str] = ()) -> Config:
     """Read a config, apply ``--cfg-options``, set the work dir (default ``work_dirs/<config name>``) and, with
     ``vis_backends`` (``--vis-backend``), the trackers the run logs to
-    (:func:`vispe.engine.tracking.set_vis_backends`)."""
-    path = Path(path)
+    (:func:`vispe.engine.tracking.set_vis_backends`). ``path`` may name a packaged config, ``vispe::<path>``
+    (:func:`vispe.configs.resolve_config`; an unknown one raises :class:`vispe.configs.UnknownConfigError`)."""
+    path = resolve_config(path)
     if not path.is_file():
         raise FileNotFoundError(f'Config {path} not found.')
     check_config_syntax(path)

@@ -21,7 +21,7 @@ from vispe.engine.arguments import InvalidArgument
 from vispe.geometry import Cameras
 from vispe.registry import DATASETS
 
-CONVERTER = 'python tools/dataset_converters/multiview_scenes.py'
+CONVERTER = 'vispe dataset multiview-scenes'
 
 
 class Progress:

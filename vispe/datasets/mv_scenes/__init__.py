@@ -2,8 +2,8 @@
 
 Real meshes (pymeshlab's sample meshes, Debian's assimp-testmodels) stand on a ground plane at random
 positions, yaws and scales; open3d's ``RaycastingScene`` renders six pinhole cameras (RGB and dense depth)
-and a 32-beam lidar; the annotations are the meshes' tight boxes. ``tools/dataset_converters/
-multiview_scenes.py`` writes it; ``datasets/README.md`` documents it.
+and a 32-beam lidar; the annotations are the meshes' tight boxes. ``vispe dataset
+multiview-scenes`` writes it; ``datasets/README.md`` documents it.
 
     >>> from vispe.datasets.mv_scenes import convert
     >>> convert('datasets/mv-scenes', train=2000, val=300)

@@ -3,8 +3,8 @@
 Real meshes (pymeshlab's sample meshes, Debian's assimp-testmodels; seven classes) stand in rectangular
 rooms, against walls and against one another; open3d's ``RaycastingScene`` scans each room from 2-4
 positions (occlusion, density falling with distance), the scans are merged, voxel-down-sampled and
-coloured, and the tight boxes of the meshes are the annotations. ``tools/dataset_converters/
-point_scenes.py`` writes it, :class:`vispe.datasets.point_scenes.PointScenes` reads it (and real
+coloured, and the tight boxes of the meshes are the annotations. ``vispe dataset
+point-scenes`` writes it, :class:`vispe.datasets.point_scenes.PointScenes` reads it (and real
 ScanNet), ``datasets/README.md`` documents it.
 
     >>> from vispe.datasets.pt_scenes import convert

@@ -1,0 +1,1 @@
+"""``vispe dataset <name>``: the commands that write vispe's data sets."""
