@@ -3,6 +3,7 @@ tool's help as `vispe <command>` and as `python tools/<name>.py`."""
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,25 @@ def test_unknown_packaged_config_names_the_closest() -> None:
     with pytest.raises(UnknownConfigError, match='vispe list configs'):
         mmengine.Config.fromfile('vispe::nothing/like/this.py')
     assert resolve_config('configs/' + CONFIG) == Path('configs/' + CONFIG)  # paths pass unchanged
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """(file, command line) of every line in a code block of README.md and docs/ that runs ``vispe <command>``."""
+    found = []
+    for page in [REPO_ROOT / 'README.md', *sorted((REPO_ROOT / 'docs').rglob('*.md'))]:
+        for block in re.findall(r'```(?:bash|console|sh)?\n(.*?)```', page.read_text(), flags=re.S):
+            found += [(page.relative_to(REPO_ROOT).as_posix(), line.strip()) for line in block.splitlines()
+                      if re.match(r'\s*vispe [a-z]', line)]
+    return found
+
+
+def test_the_docs_name_real_subcommands_and_packaged_configs() -> None:
+    commands = documented_commands()
+    assert len(commands) > 20
+    for page, line in commands:
+        words = line.split()
+        assert words[1] in COMMANDS, f'{page}: `{line}` names no vispe subcommand'
+        if words[1] == 'dataset':
+            assert words[2] in DATASET_COMMANDS, f'{page}: `{line}` names no data set'
+        for name in re.findall(r'vispe::[\w./-]+', line):
+            resolve_config(name)

@@ -66,11 +66,13 @@ from typing import Callable, Sequence
 
 import timm
 import torch
+from tqdm import tqdm
 
 import vispe
 from vispe.encodings import ComRoPE, PositionEncoding
 from vispe.engine.arguments import (InvalidArgument, check_distinct, config_dict, existing_file, non_negative_int,
-                                    positive_int, recorded_command, reported_by, run_main, writable_output)
+                                    positive_int, progress_wanted, recorded_command, reported_by, run_main,
+                                    writable_output)
 from vispe.engine.benchmark_common import (machine_description, machine_summary, markdown_table, measure, round_ratios,
                                            write_text_atomically)
 from vispe.engine.benchmark_detector import CAMERA_TABLE_NOTE, benchmark_detectors, detector_tables
@@ -124,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--note', default=None, help='a line for the report, e.g. that the machine was shared')
     parser.add_argument('--out', type=Path, default=None,
                         help='write <out>.csv, <out>.json and <out>.md (detectors: <out>.json and <out>.md)')
+    parser.add_argument('--quiet', action='store_true',
+                        help='ViT and layer modes: no progress bar (none either when stderr is not a terminal)')
     parser.add_argument('--probe', default=None, help=argparse.SUPPRESS)
     return parser
 
@@ -421,8 +425,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     models = None if args.layer else build_models(args, device)
     specs = None if args.layer else model_specs(args)
     rows = []
-    for size in args.sizes:
-        for pass_name in args.passes:
+    steps = [(size, pass_name) for size in args.sizes for pass_name in args.passes]
+    with tqdm(steps, unit='step', desc='benchmark', file=sys.stderr, disable=not progress_wanted(args.quiet)) as bar:
+        for size, pass_name in bar:
+            bar.set_postfix_str(f'{size} px {pass_name}')
             backward = pass_name == 'backward'
             runs = (layer_runs(args, size, device, backward) if args.layer
                     else model_runs(args, size, device, models, backward))

@@ -81,8 +81,8 @@ from tqdm import tqdm
 
 import vispe
 from vispe.engine import load_config, named_unknown_types
-from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, recorded_command,
-                                    reported_by, run_main, writable_output)
+from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, progress_wanted,
+                                    recorded_command, reported_by, run_main, writable_output)
 from vispe.evaluation import crop_sweep, multiview_sweep, point_sweep, sweep
 from vispe.evaluation.encoding_options import check_encoding_options, encoding_options_set, parse_encoding_options
 from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
@@ -144,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help='validation images per setting tried by --tune (a balanced subset, where the validation '
                              'set has a subset option)')
     parser.add_argument('--out', type=Path, default=Path('results/extrapolation'))
+    parser.add_argument('--quiet', action='store_true', help='no progress bar (none either when stderr is not a '
+                                                             'terminal)')
     return parser
 
 
@@ -278,7 +280,8 @@ def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: lis
                 for _, cfg, _ in loaded)
     tuned_runs: list[Run] = []
     tuning: dict[str, dict[str, Any]] = {}
-    with tqdm(total=total * len(args.sizes), unit='img', desc='eval', file=sys.stderr) as progress:
+    with tqdm(total=total * len(args.sizes), unit='img', desc='eval', file=sys.stderr,
+              disable=not progress_wanted(args.quiet)) as progress:
         for run, cfg, model in loaded:
             knobs = tunable_knobs(model) if args.tune else []
             tuned = Run(tuned_label(run.label), run.config, run.checkpoint, tuned_from=run.label) if knobs else None
@@ -384,7 +387,8 @@ def evaluate_multiview(args: argparse.Namespace, runs: list[Run], run_configs: l
                         lambda point: f'{point.rig} x{point.intrinsics_scale:g} '
                                       f'{point.image_size[0]}x{point.image_size[1]}',
                         metric=metric, models=models,
-                        around=lambda model, point: encoding_options_set(model, options[point.height]))
+                        around=lambda model, point: encoding_options_set(model, options[point.height]),
+                        progress=progress_wanted(args.quiet))
     results = {run.label: run.results for run in runs}
     summaries = {group.label: sweep.group_summary(group, results) for group in groups} if groups else None
     print(multiview_sweep.sweep_table(results, groups, summaries))
@@ -433,7 +437,7 @@ def evaluate_points(args: argparse.Namespace, runs: list[Run], run_configs: list
     """V-DETR runs: IndoorAP at every (scene scale, point density) of the sweep."""
     def evaluate_runs(runs: list[Run], configs: dict[str, Config]) -> None:
         point_sweep.evaluate_point_runs(runs, configs, args.point_density or [1.0], args.scene_scale or [1.0],
-                                        args.batch_size, evaluate)
+                                        args.batch_size, evaluate, progress=progress_wanted(args.quiet))
     return evaluate_kind(args, runs, run_configs, point_sweep.POINTS, evaluate_runs, point_sweep.point_table,
                          point_sweep.write_point_outputs)
 
@@ -443,7 +447,8 @@ def evaluate_crops(args: argparse.Namespace, runs: list[Run], run_configs: list[
     offsets = args.crop_offsets or list(OFFSET_BINS)
 
     def evaluate_runs(runs: list[Run], configs: dict[str, Config]) -> None:
-        crop_sweep.evaluate_crop_runs(runs, configs, args.focal_splits, args.batch_size, evaluate)
+        crop_sweep.evaluate_crop_runs(runs, configs, args.focal_splits, args.batch_size, evaluate,
+                                      progress=progress_wanted(args.quiet))
     return evaluate_kind(args, runs, run_configs, crop_sweep.CROPS, evaluate_runs,
                          functools.partial(crop_sweep.crop_table, offsets=offsets),
                          functools.partial(crop_sweep.write_crop_outputs, offsets=offsets))

@@ -45,14 +45,15 @@ class CropSweepPoint:
 
 
 def evaluate_crop_runs(runs: Sequence[Any], configs: Mapping[str, Config], splits: Sequence[str] | None,
-                       batch_size: int | None, evaluate: Callable[..., dict[str, float]]) -> None:
+                       batch_size: int | None, evaluate: Callable[..., dict[str, float]], progress: bool = True
+                       ) -> None:
     """Fill each run's ``results`` {CropSweepPoint: metrics} with its config's CropDepthMetric on every split
     (default: the config's test split), evaluation crops only (:func:`~vispe.evaluation.sweep.evaluate_runs`)."""
     points = {run.label: [CropSweepPoint(split) for split in
                           splits or [configs[run.label].test_dataloader.dataset.get('split', 'test')]] for run in runs}
     evaluate_runs(CROPS, runs, configs, points, lambda cfg, point, label: DATASETS.build(
         dict(cfg.test_dataloader.dataset, split=point.split, random_crops=False)), batch_size, evaluate,
-        lambda point: point.split)
+        lambda point: point.split, progress=progress)
 
 
 def table_metrics(offsets: Sequence[str]) -> list[str]:

@@ -66,14 +66,14 @@ def point_dataset_cfg(cfg: Config, point: PointSweepPoint) -> dict[str, Any]:
 
 
 def evaluate_point_runs(runs: Sequence[Any], configs: Mapping[str, Config], densities: Sequence[float],
-                        scales: Sequence[float], batch_size: int | None, evaluate: Callable[..., dict[str, float]]
-                        ) -> None:
+                        scales: Sequence[float], batch_size: int | None, evaluate: Callable[..., dict[str, float]],
+                        progress: bool = True) -> None:
     """Fill each run's ``results`` {PointSweepPoint: metrics} with its config's IndoorAP at every (scale, density)
     (:func:`~vispe.evaluation.sweep.evaluate_runs`)."""
     points = point_sweep_points(densities, scales)
     evaluate_runs(POINTS, runs, configs, {run.label: points for run in runs},
                   lambda cfg, point, label: DATASETS.build(point_dataset_cfg(cfg, point)), batch_size, evaluate,
-                  lambda point: f'density {point.point_density:g} scale {point.scene_scale:g}')
+                  lambda point: f'density {point.point_density:g} scale {point.scene_scale:g}', progress=progress)
 
 
 def point_table(results: Results, groups: Sequence[SeedGroup] | None = None,

@@ -101,7 +101,8 @@ def evaluate_runs(kind: SweepKind, runs: Sequence[Any], configs: Mapping[str, Co
                   points: Mapping[str, Sequence[Hashable]], dataset: Callable[[Config, Any, str], Any],
                   batch_size: int | None, evaluate: Callable[..., dict[str, float]], describe: Callable[[Any], str],
                   metric: Callable[[str, Any], Any] | None = None, models: Mapping[str, nn.Module] | None = None,
-                  around: Callable[[nn.Module, Any], ContextManager[Any]] | None = None) -> None:
+                  around: Callable[[nn.Module, Any], ContextManager[Any]] | None = None, progress: bool = True
+                  ) -> None:
     """Fill each run's ``results`` {point: metrics} at every one of its ``points``.
 
     Every run's config is checked and every point's test set built (its files checked) before any model runs; then
@@ -113,13 +114,14 @@ def evaluate_runs(kind: SweepKind, runs: Sequence[Any], configs: Mapping[str, Co
         describe: a point as the progress bar shows it.
         metric: ``(label, point) -> metric`` (default: the config's ``test_evaluator``, built per point).
         around: ``(model, point) -> context`` entered around each evaluation (test-time options of a point).
+        progress: show a progress bar on stderr (the tools pass ``progress_wanted(args.quiet)``).
     """
     for run in runs:
         kind.check_config(configs[run.label], run.label)
     datasets = {run.label: [dataset(configs[run.label], point, run.label) for point in points[run.label]]
                 for run in runs}
     total = sum(len(built) for per_run in datasets.values() for built in per_run)
-    with tqdm(total=total, unit=kind.unit, desc=f'eval {kind.runs}', file=sys.stderr) as progress:
+    with tqdm(total=total, unit=kind.unit, desc=f'eval {kind.runs}', file=sys.stderr, disable=not progress) as bar:
         for run in runs:
             cfg = configs[run.label]
             if models is not None:
@@ -130,10 +132,10 @@ def evaluate_runs(kind: SweepKind, runs: Sequence[Any], configs: Mapping[str, Co
                 load_checkpoint(model, run.checkpoint)
             size = batch_size or cfg.test_dataloader.get('batch_size', 1)
             for point, built in zip(points[run.label], datasets[run.label]):
-                progress.set_postfix_str(f'{run.label} {describe(point)}')
+                bar.set_postfix_str(f'{run.label} {describe(point)}')
                 scorer = metric(run.label, point) if metric is not None else METRICS.build(cfg.test_evaluator)
                 with around(model, point) if around is not None else contextlib.nullcontext():
-                    run.results[point] = evaluate(model, cfg, built, size, progress, scorer)
+                    run.results[point] = evaluate(model, cfg, built, size, bar, scorer)
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,11 @@ from typing import Any, Sequence
 
 import numpy as np
 from PIL import Image
+from tqdm import tqdm
 
 from vispe.datasets.fashion_mnist import CLASSES, default_root, read_split
 from vispe.engine.arguments import (InvalidArgument, existing_folder, non_negative_int, positive_int,
-                                    recorded_command, reported_by, unit_fraction, writable_folder)
+                                    progress_wanted, recorded_command, reported_by, unit_fraction, writable_folder)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--threshold', type=non_negative_int, default=16,
                         help='grey level above which a pixel is the item')
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--quiet', action='store_true', help='no progress bar (none either when stderr is not a '
+                                                             'terminal)')
     return parser
 
 
@@ -99,7 +102,8 @@ def make_split(name: str, count: int, images: np.ndarray, labels: np.ndarray, ar
                rng: np.random.Generator) -> dict[str, Any]:
     (args.out / name).mkdir(parents=True, exist_ok=True)
     coco_images, annotations = [], []
-    for image_id in range(1, count + 1):
+    for image_id in tqdm(range(1, count + 1), desc=name, unit='canvas', file=sys.stderr,
+                         disable=not progress_wanted(args.quiet)):
         canvas = np.zeros((args.canvas, args.canvas), np.uint8)
         boxes: list[tuple[float, float, float, float]] = []
         for _ in range(int(rng.integers(args.min_objects, args.max_objects + 1))):
