@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup demo test test-fast
+.PHONY: setup demo test test-fast test-min
 
 setup:
 	@bash tools/setup_env.sh $(VENV)
@@ -17,3 +17,9 @@ test: setup
 
 test-fast: setup
 	$(PYTHON) -m pytest -n auto -m "not slow"
+
+# The fast tests at the oldest versions vispe declares (pyproject.toml): a separate environment, .venv-min, built
+# with the exact floors of tests/floors.txt.
+test-min:
+	@bash tools/setup_env.sh .venv-min tests/floors.txt
+	.venv-min/bin/python -m pytest -n auto -m "not slow"

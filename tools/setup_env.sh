@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Install the Debian packages vispe needs (as root; otherwise print the command), create the virtual
-# environment (if missing) and install vispe with its test dependencies.
-# Idempotent: re-installs only when pyproject.toml changed since the last run.
-# Usage: bash tools/setup_env.sh [VENV_DIR]   (default .venv)
+# environment (if missing) and install vispe with its test dependencies, optionally under a pip constraints file
+# (`make test-min` installs the oldest versions vispe supports: tests/floors.txt).
+# Idempotent: re-installs only when pyproject.toml (or the constraints file) changed since the last run.
+# Usage: bash tools/setup_env.sh [VENV_DIR [CONSTRAINTS_FILE]]   (default .venv, no constraints)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${1:-.venv}"
+constraints="${2:-}"
 python="${PYTHON:-python3}"
 
 if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
@@ -35,11 +37,11 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 stamp="$venv/.vispe-installed"
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+want="$(cat pyproject.toml $constraints | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "Installing vispe and its dependencies into $venv (first run: several minutes, torch is large)"
   "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet -e '.[all,dev]'
+  "$venv/bin/python" -m pip install --quiet ${constraints:+-c "$constraints"} -e '.[all,dev]'
   # nuScenes' devkit for its detection evaluation, without its numpy<2 pin (see pyproject.toml, extra "nuscenes").
   "$venv/bin/python" -m pip install --quiet --no-deps nuscenes-devkit==1.2.0
   echo "$want" > "$stamp"
