@@ -77,7 +77,9 @@ def test_flex_kernel_skips_masked_tiles_and_matches_sdpa() -> None:
     pos = Positions((24, 24), num_prefix_tokens=1)
     encoding.kernel = 'flex'
     offset_bias, block_mask = encoding.flex_bias(pos, pos, 0)
-    assert block_mask.sparsity() > 0
+    tiles = 4 * 5 * 5  # heads x query tiles x key tiles (torch 2.12 and older miscount BlockMask.sparsity())
+    visited = block_mask.kv_num_blocks.sum() + block_mask.full_kv_num_blocks.sum()
+    assert visited < tiles
     assert encoding.table_cache.nbytes() >= sum(t.numel() * t.element_size() for t in block_mask.as_tuple()
                                            if isinstance(t, torch.Tensor))
     q, k, v = (torch.randn(1, 4, pos.num_tokens, 16) for _ in range(3))

@@ -64,3 +64,18 @@ def test_balanced_subset_counts() -> None:
     assert np.bincount(labels[keep]).tolist() == [3, 3, 2]
     with pytest.raises(ValueError, match=r'subset=31 is larger than the split \(30 images\)'):
         balanced_subset(labels, 31, seed=0)
+
+
+def test_default_root_is_the_working_directorys_copy_else_debians(tmp_path: Path, monkeypatch) -> None:
+    """Installed or in a checkout, ``datasets/fashion-mnist`` is looked up where the command runs (as the configs'
+    data roots), never inside site-packages."""
+    from vispe.datasets.fashion_mnist import DEBIAN_ROOT, default_root
+    monkeypatch.delenv('VISPE_FASHION_MNIST', raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert default_root() == DEBIAN_ROOT
+    local = tmp_path / 'datasets' / 'fashion-mnist'
+    local.mkdir(parents=True)
+    (local / 'train-labels-idx1-ubyte.gz').write_bytes(b'')
+    assert default_root().resolve() == local.resolve()
+    monkeypatch.setenv('VISPE_FASHION_MNIST', str(tmp_path / 'elsewhere'))
+    assert default_root() == tmp_path / 'elsewhere'

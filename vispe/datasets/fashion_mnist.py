@@ -16,7 +16,7 @@ from vispe.datasets.transforms import EVAL_MODES, classification_transform
 from vispe.registry import DATASETS
 
 DEBIAN_ROOT = Path('/usr/share/datasets/fashion-mnist')
-REPO_ROOT = Path(__file__).resolve().parents[2] / 'datasets' / 'fashion-mnist'
+LOCAL_ROOT = Path('datasets') / 'fashion-mnist'  # under the working directory, as the configs' data roots
 CLASSES = ('T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot')
 FILES = {'train': 'train', 'test': 't10k'}
 # A held-out split of the training file, for choosing checkpoints and test-time options without the test set:
@@ -26,10 +26,11 @@ SPLITS = ('train', 'test', 'minival', 'train-minus-minival')
 
 
 def default_root() -> Path:
-    """``$VISPE_FASHION_MNIST``, else ``datasets/fashion-mnist`` in the repository, else Debian's path."""
+    """``$VISPE_FASHION_MNIST``, else ``datasets/fashion-mnist`` under the working directory (a checkout's root, or
+    wherever an installed vispe runs), else Debian's path."""
     if os.environ.get('VISPE_FASHION_MNIST'):
         return Path(os.environ['VISPE_FASHION_MNIST'])
-    return REPO_ROOT if (REPO_ROOT / 'train-labels-idx1-ubyte.gz').is_file() else DEBIAN_ROOT
+    return LOCAL_ROOT if (LOCAL_ROOT / 'train-labels-idx1-ubyte.gz').is_file() else DEBIAN_ROOT
 
 
 def read_idx(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
@@ -41,7 +42,7 @@ def read_idx(root: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
             raise FileNotFoundError(
                 f'Fashion-MNIST file {path} not found. Install the data with `apt-get install dataset-fashion-mnist` '
                 f'(it goes to {DEBIAN_ROOT}; `make setup` does this as root), or put the four IDX .gz files in '
-                f'{REPO_ROOT} or in $VISPE_FASHION_MNIST.')
+                f'{LOCAL_ROOT.resolve()} or in $VISPE_FASHION_MNIST.')
     try:
         with gzip.open(labels_path) as handle:
             labels = np.frombuffer(handle.read(), np.uint8, offset=8)
