@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -27,6 +29,18 @@ def load_tool(name: str) -> ModuleType:
     """The module of the tool ``tools/<name>.py`` (e.g. 'eval_resolution', 'dataset_converters/multiview_scenes'):
     ``vispe.cli.<name>``, whose functions tests call in-process."""
     return importlib.import_module('vispe.cli.' + name.replace('/', '.'))
+
+
+def load_developer_tool(name: str) -> ModuleType:
+    """A developer script that stays in ``tools/`` (no ``vispe`` subcommand, e.g. 'update_readme'), imported from
+    its file once per test process."""
+    module_name = f'developer_tool_{name}'
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, Path(__file__).parents[1] / 'tools' / f'{name}.py')
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[module_name]
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -13,7 +13,7 @@ from vispe.reporting.benchmark_tables import canonical_model, vit_table
 from vispe.reporting.markers import block_body, block_names, markers
 from vispe.reporting.provenance import Provenance, run_stamp
 
-from .helpers import load_tool
+from .helpers import load_developer_tool, load_tool
 
 STAMP = re.compile(r'<sub>Source: .*\d{4}-\d{2}-\d{2}, (commit [0-9a-f]{7}|no commit recorded) \(.*</sub>|'
                    r'<sub>Source: the encoding registry')
@@ -63,7 +63,7 @@ def flex_json(lookhere_ratio: float = 1.5) -> dict:
 
 
 def test_readme_and_docs_tables_are_current(repo_root, capsys) -> None:
-    assert load_tool('update_readme').main(['--check']) == 0, capsys.readouterr().err
+    assert load_developer_tool('update_readme').main(['--check']) == 0, capsys.readouterr().err
 
 
 def test_every_marker_block_has_a_stamp(repo_root) -> None:
@@ -90,7 +90,7 @@ def test_the_hand_typed_table_check_can_fail() -> None:
 
 
 def test_blocks_of_any_file_are_filled_and_checked(repo_root, tmp_path, capsys) -> None:
-    tool = load_tool('update_readme')
+    tool = load_developer_tool('update_readme')
     write_json(tmp_path / 'benchmarks' / 'flex_1024_vit-s16_cpu1.json', flex_json())
     readme = tmp_path / 'README.md'
     readme.write_text('# x\n\nprose\n\n<!-- bench-1024:start -->\n<!-- bench-1024:end -->\n\nmore prose\n')
@@ -117,14 +117,14 @@ def test_a_missing_or_malformed_json_is_named(repo_root, tmp_path, capsys, conte
         (tmp_path / 'benchmarks' / 'flex_1024_vit-s16_cpu1.json').write_text(content)
     readme = tmp_path / 'README.md'
     readme.write_text('<!-- bench-1024:start -->\n<!-- bench-1024:end -->\n')
-    assert load_tool('update_readme').main(['--root', str(tmp_path), '--files', str(readme)]) == 2
+    assert load_developer_tool('update_readme').main(['--root', str(tmp_path), '--files', str(readme)]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_an_unknown_block_gets_the_closest_name(repo_root, tmp_path, capsys) -> None:
     readme = tmp_path / 'README.md'
     readme.write_text('<!-- bench-1042:start -->\n<!-- bench-1042:end -->\n')
-    assert load_tool('update_readme').main(['--root', str(tmp_path), '--files', str(readme)]) == 2
+    assert load_developer_tool('update_readme').main(['--root', str(tmp_path), '--files', str(readme)]) == 2
     assert "unknown marker block 'bench-1042'; did you mean 'bench-1024'?" in capsys.readouterr().err
 
 
