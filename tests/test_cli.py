@@ -125,3 +125,28 @@ def test_the_docs_name_real_subcommands_and_packaged_configs() -> None:
             assert words[2] in DATASET_COMMANDS, f'{page}: `{line}` names no data set'
         for name in re.findall(r'vispe::[\w./-]+', line):
             resolve_config(name)
+
+
+
+AFTER_CONFIG = {'test': ['missing.pth'], 'export': ['--out', 'model.onnx'], 'vis-attention': ['missing.pth', '--sizes',
+                '28'], 'vis-positions': ['missing.pth'], 'vis-nvs': ['missing.pth'], 'nvs-mean-image': [],
+                'infer-points': ['missing.pth', 'scan.npy']}
+
+
+def parse_error(module, argv: list[str], capsys) -> str:
+    """What the tool's argument parsing printed to stderr (empty when it accepted ``argv``)."""
+    try:
+        module.parse_args(argv)
+    except SystemExit:
+        pass
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize('command', sorted(AFTER_CONFIG))
+def test_tools_taking_a_config_take_packaged_names(command: str, capsys) -> None:
+    """`vispe test vispe::...` accepts the packaged name (any error is about another argument); an unknown packaged
+    name is refused with the closest ones."""
+    module = importlib.import_module(f'vispe.cli.{COMMANDS[command].module}')
+    assert 'config vispe::' not in parse_error(module, [f'vispe::{CONFIG}', *AFTER_CONFIG[command]], capsys)
+    error = parse_error(module, [f'vispe::{CONFIG[:-4]}x.py', *AFTER_CONFIG[command]], capsys)
+    assert f"config vispe::{CONFIG[:-4]}x.py" in error and f"Did you mean 'vispe::{CONFIG}'" in error

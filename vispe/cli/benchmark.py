@@ -70,7 +70,7 @@ from tqdm import tqdm
 
 import vispe
 from vispe.encodings import ComRoPE, PositionEncoding
-from vispe.engine.arguments import (InvalidArgument, check_distinct, config_dict, existing_file, non_negative_int,
+from vispe.engine.arguments import (InvalidArgument, check_distinct, config_dict, existing_config, non_negative_int,
                                     positive_int, progress_wanted, recorded_command, reported_by, run_main,
                                     writable_output)
 from vispe.engine.benchmark_common import (machine_description, machine_summary, markdown_table, measure, round_ratios,
@@ -183,8 +183,7 @@ def check_detector_arguments(args: argparse.Namespace) -> None:
                                                        f'not of detector mode', f'leave {given[0]} out (detector mode '
                                                                                 f'times each config\'s own model, '
                                                                                 f'forward only)')
-    for path in args.detectors:
-        existing_file(path, '--detectors')
+    args.detectors = [existing_config(path, '--detectors') for path in args.detectors]
     if args.sizes is not None:
         check_distinct('--sizes', args.sizes)
     args.batch = args.batch or 1

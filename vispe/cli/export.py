@@ -27,8 +27,8 @@ import torch
 
 import vispe
 from vispe.engine import load_config, named_unknown_types
-from vispe.engine.arguments import (InvalidArgument, existing_file, non_negative_float, positive_int, reported_by,
-                                    run_main, writable_output)
+from vispe.engine.arguments import (InvalidArgument, existing_config, existing_file, non_negative_float, positive_int,
+                                    reported_by, run_main, writable_output)
 from vispe.engine.cli import ConfigOptionsAction
 from vispe.export import PETRNetwork, VDETRNetwork, detector_network, example_inputs, export_onnx, run_onnx
 from vispe.registry import MODELS
@@ -62,7 +62,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
-        existing_file(Path(args.config), 'config')
+        args.config = existing_config(args.config, 'config')
         if args.checkpoint:
             existing_file(Path(args.checkpoint), '--checkpoint')
         if args.out.suffix.lower() != '.onnx':

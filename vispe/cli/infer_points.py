@@ -38,8 +38,8 @@ import vispe
 from vispe.datasets.point_scenes import MEAN_COLOR_RGB
 from vispe.engine import load_config
 from vispe.engine.cli import ConfigOptionsAction
-from vispe.engine.arguments import (existing_file, positive_float, reported_by, run_main, unit_fraction,
-                                    writable_output)
+from vispe.engine.arguments import (existing_config, existing_file, positive_float, reported_by, run_main,
+                                    unit_fraction, writable_output)
 from vispe.engine.benchmark_common import write_text_atomically
 from vispe.geometry import box_corners, read_points, voxel_down_sample, write_points
 from vispe.registry import MODELS
@@ -75,7 +75,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
-        existing_file(Path(args.config), 'config')
+        args.config = existing_config(args.config, 'config')
         existing_file(Path(args.checkpoint), 'checkpoint')
         existing_file(Path(args.scan), 'scan')
         writable_output(args.out.with_suffix('.json'), '--out')

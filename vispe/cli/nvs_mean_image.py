@@ -20,7 +20,7 @@ import torch
 import vispe  # noqa: F401  (registers the datasets and metrics)
 from vispe.datasets.nvs_scenes import NVSScenes
 from vispe.engine import load_config
-from vispe.engine.arguments import existing_file, recorded_command, reported_by, run_main, writable_output
+from vispe.engine.arguments import existing_config, recorded_command, reported_by, run_main, writable_output
 from vispe.evaluation.sweep import write_atomically, write_json
 from vispe.registry import METRICS
 
@@ -40,7 +40,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
-        existing_file(Path(args.config), 'config')
+        args.config = existing_config(args.config, 'config')
         if args.out is not None:
             writable_output(args.out, '--out', suffixes=('.json',))
     return args

@@ -25,7 +25,7 @@ from mmengine.config import Config
 
 import vispe
 from vispe.engine import add_runner_arguments, build_runner, load_config, named_unknown_types
-from vispe.engine.arguments import (InvalidArgument, existing_file, reported_by, run_main, writable_folder,
+from vispe.engine.arguments import (InvalidArgument, existing_config, reported_by, run_main, writable_folder,
                                     writable_output)
 from vispe.evaluation.multiview_sweep import nuscenes_evaluator
 
@@ -50,7 +50,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
-        existing_file(Path(args.config), 'config')
+        args.config = existing_config(args.config, 'config')
         if args.out is not None:
             if not args.format_only:
                 raise InvalidArgument('--out', args.out, 'names the submission json of --format-only',

@@ -48,7 +48,7 @@ from mmengine.config import Config
 import vispe
 from vispe.attention import Attention
 from vispe.engine import load_config, named_unknown_types
-from vispe.engine.arguments import (InvalidArgument, check_indices, check_query, existing_file, grid_query,
+from vispe.engine.arguments import (InvalidArgument, check_indices, check_query, existing_config, grid_query,
                                     non_negative_int, positive_int, reported_by, run_main, writable_output)
 from vispe.datasets.coco_detection import IMAGENET_MEAN, IMAGENET_STD, detection_image, load_coco
 from vispe.extras import import_extra
@@ -119,7 +119,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     with reported_by(parser):
         args.heads = heads_option(args.heads)
-        existing_file(args.config, 'config')
+        args.config = existing_config(args.config, 'config')
         writable_output(args.out, '--out')
     return args
 

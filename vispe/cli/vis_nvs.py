@@ -15,8 +15,8 @@ import torch
 
 import vispe
 from vispe.engine import load_config
-from vispe.engine.arguments import InvalidArgument, existing_file, non_negative_int, reported_by, run_main
-from vispe.engine.arguments import writable_output
+from vispe.engine.arguments import (InvalidArgument, existing_config, existing_file, non_negative_int, reported_by,
+                                    run_main, writable_output)
 from vispe.engine.cli import ConfigOptionsAction
 from vispe.evaluation.nvs_metric import view_quality
 from vispe.registry import DATASETS, FUNCTIONS, MODELS
@@ -40,7 +40,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
-        existing_file(Path(args.config), 'config')
+        args.config = existing_config(args.config, 'config')
         existing_file(Path(args.checkpoint), 'checkpoint')
         writable_output(args.out, '--out', suffixes=('.png',))
     return args

@@ -24,8 +24,8 @@ from mmengine.config import Config
 
 import vispe
 from vispe.engine import load_config, named_unknown_types
-from vispe.engine.arguments import (InvalidArgument, existing_file, non_negative_int, positive_int, reported_by,
-                                    run_main, writable_output)
+from vispe.engine.arguments import (InvalidArgument, existing_config, existing_file, non_negative_int, positive_int,
+                                    reported_by, run_main, writable_output)
 from vispe.encodings.ppe3d import PPE3D
 from vispe.geometry import box_corners
 from vispe.registry import MODELS
@@ -62,7 +62,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     with reported_by(parser):
-        existing_file(args.config, 'config')
+        args.config = existing_config(args.config, 'config')
         if args.checkpoint is not None:
             existing_file(args.checkpoint, 'checkpoint')
         writable_output(args.out, '--out')

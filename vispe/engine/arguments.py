@@ -212,6 +212,17 @@ def existing_file(path: Path, option: str) -> Path:
     return path
 
 
+def existing_config(name: str | Path, option: str) -> Path:
+    """The file of a config given as a path or as a packaged name ``vispe::<path>``
+    (:func:`vispe.configs.resolve_config`), which must exist."""
+    from vispe.configs import UnknownConfigError, resolve_config
+    try:
+        path = resolve_config(name)
+    except UnknownConfigError as error:
+        raise InvalidArgument(option, name, str(error).rstrip('.'), 'give a packaged name or a config file') from None
+    return existing_file(path, option)
+
+
 def existing_folder(path: Path, option: str) -> Path:
     """An input folder that exists."""
     path = Path(path)
