@@ -13,10 +13,11 @@ offsets) is reported, never dropped in silence.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Mapping
 
 import torch
+
+from vispe.converters.registry import CheckpointFamilyError, Conversion
 
 HEAD = 'pts_bbox_head.'
 DECODER_LAYER = re.compile(r'transformer\.decoder\.layers\.(\d+)\.(.+)')
@@ -36,22 +37,10 @@ SAME_NAME = ('input_proj.', 'reference_points.', 'cls_branches.', 'reg_branches.
 
 
 DERIVED = ('code_weights', 'project')
+BACKBONE_NOTE = ('the released backbones are caffe-style ResNets (and DCN) or VoVNets; their weights load by name '
+                 'but compute differently in timm: fine-tune before evaluating')
 # A checkpoint of which fewer tensors than this fraction map is another family's, or not a detector's.
 MIN_MAPPED_FRACTION = 0.5
-
-
-class CheckpointFamilyError(ValueError):
-    """A checkpoint given to the converter of another family: no head key, or almost nothing, maps."""
-
-
-@dataclass
-class Conversion:
-    """A converted state dict, the keys with no vispe module (``unmapped``) and the buffers vispe derives from its
-    config instead of loading them (``derived``: the loss's ``code_weights``, 3DPPE's bins ``project``)."""
-
-    state_dict: dict[str, torch.Tensor]
-    unmapped: list[str] = field(default_factory=list)
-    derived: list[str] = field(default_factory=list)
 
 
 def legacy_regression_rows(weight: torch.Tensor) -> torch.Tensor:
@@ -110,7 +99,8 @@ def convert_petr_state_dict(state_dict: Mapping[str, torch.Tensor], source: str 
             derived.append(HEAD + key)
         else:
             unmapped.append(HEAD + key)
-    conversion = Conversion(converted, unmapped, derived)
+    notes = [BACKBONE_NOTE] if any(key.startswith('backbone.') for key in converted) else []
+    conversion = Conversion(converted, unmapped, derived, notes=notes)
     check_family(conversion, state_dict, source)
     return conversion
 
