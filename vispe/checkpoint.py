@@ -245,6 +245,22 @@ def load_checkpoint(
                         f'{type(path).__name__}.')
     path = os.fspath(path)
     state_dict, meta = read_checkpoint(path, trusted=trusted)
+    return load_weights(model, state_dict, meta, path, strict=strict, check_encoding=check_encoding,
+                        allow_nonfinite=allow_nonfinite)
+
+
+def load_weights(
+        model: nn.Module,
+        state_dict: dict[str, torch.Tensor],
+        meta: Mapping[str, Any],
+        path: str,
+        strict: bool = True,
+        check_encoding: bool = True,
+        allow_nonfinite: bool = False,
+) -> dict[str, Any]:
+    """Load a state dict already read from ``path`` (its ``meta`` as :func:`read_checkpoint` returns it) into
+    ``model``, with the checks and adoptions of :func:`load_checkpoint` (whose arguments and result these are);
+    ``path`` names the weights' source in messages. ``state_dict`` is changed in place."""
     if check_encoding:
         check_encodings(model, meta, path)
     if not allow_nonfinite:

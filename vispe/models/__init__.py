@@ -9,6 +9,7 @@ from vispe.models.petr import PETRDetector
 from vispe.models.vdetr import VDETR, PointSetAbstraction
 from vispe.models.vit import Block, VisionTransformer, retrofit
 from vispe.models.vit_factory import create_vit
+from vispe.models.timm_hub import vispe_vit  # noqa: I001 (registers vispe_vit with timm)
 
 __all__ = ['Block', 'CropDepthViT', 'DETR', 'ImageClassifier', 'NoDecayOptimWrapperConstructor', 'NovelViewTransformer', 'PETRDetector', 'PointSetAbstraction',
            'TimmFeatures', 'VDETR', 'VisionTransformer', 'create_vit', 'retrofit']

@@ -7,15 +7,20 @@ timm's architecture (and its pretrained weights) with ``timm.create_model`` and 
 from __future__ import annotations
 
 import difflib
+import os
 from typing import Any, Sequence
 
 import timm
 from torch import nn
 
+from vispe.checkpoint import load_weights
 from vispe.encodings.builder import EncodingConfig
 from vispe.geometry import to_2tuple
 from vispe.models.inputs import check_nonfinite_option
 from vispe.models.vit import DEFAULT_ENCODING, VisionTransformer, retrofit, timm_arguments
+from vispe.models.pretrained import encoding_types, load_pretrained
+from vispe.models.timm_cfg import describe_for_timm
+from vispe.models.timm_rope import check_vision_transformer_name, timm_rope_equivalent
 from vispe.models.vit_features import feature_extractor
 from vispe.registry import MODELS
 
@@ -46,7 +51,7 @@ def _check_architecture_overrides(kwargs: dict[str, Any]) -> None:
 def create_vit(
         model_name: str,
         encoding: EncodingConfig | None = None,
-        pretrained: bool = False,
+        pretrained: bool | str | os.PathLike = False,
         nonfinite_inputs: str = 'raise',
         extra_geometry: Sequence[str] = (),
         **kwargs: Any,
@@ -57,11 +62,20 @@ def create_vit(
     definition; timm's keyword arguments (``num_classes``, ``img_size``, ``drop_path_rate``,
     ``class_token``, ``reg_tokens``, ``global_pool``, ``pretrained_cfg_overlay`` ...) pass through.
     With ``dict(type='LearnedAPE')`` the model is timm's ViT: the same weights give the same logits.
+    timm's ports of naver-ai/rope-vit (``vit_small_patch16_rope_224``, ``..._rope_mixed_ape_224`` ...) are built as
+    the vispe ViT they are (:mod:`vispe.models.timm_rope`), their timm weights included.
+
+    The model's ``pretrained_cfg`` names vispe's timm architecture ``vispe_vit`` with ``base_model`` and the
+    ``encoding`` config, and no weights the model does not have, so ``timm.models.save_for_hf`` and
+    ``timm.create_model('local-dir:...' or 'hf-hub:...', pretrained=True)`` rebuild it (:mod:`vispe.models.timm_hub`).
 
     Args:
         model_name: a timm ``VisionTransformer`` name, e.g. ``'vit_small_patch16_224'``.
         encoding: config, instance or list; default ``LearnedAPE``.
-        pretrained: load timm's pretrained weights (needs the weights locally or a hub connection).
+        pretrained: ``True``: timm's pretrained weights of ``model_name`` (needs them cached or a hub connection);
+            a string: a checkpoint file, a ``save_for_hf`` folder, ``'hf-hub:org/name'`` or a vispe zoo card, read
+            by vispe's safe reader and loaded strictly (:mod:`vispe.models.pretrained`; with ``num_classes`` given
+            and another head in the weights, the head starts new).
         nonfinite_inputs: 'raise', 'warn' or 'ignore' for NaN/inf pixels (see :class:`VisionTransformer`);
             vispe's option, not passed to timm.
         extra_geometry: what a host gives the positions beyond the patch grid (see :class:`VisionTransformer`).
@@ -71,21 +85,59 @@ def create_vit(
         >>> vit(torch.randn(2, 3, 384, 320)).shape
         torch.Size([2, 10])
     """
+    requested_name, timm_weights = model_name, pretrained is True
+    rope = timm_rope_equivalent(model_name)
+    if rope is not None:
+        if encoding is not None and encoding_types(encoding) != encoding_types(rope.encoding):
+            raise ValueError(f'{model_name} is timm\'s port of a rope-vit model: {rope.base} with encoding '
+                             f'{rope.encoding}. Leave encoding out to build it, or build {rope.base!r} with your '
+                             f'encoding.')
+        model_name, encoding, kwargs = rope.base, rope.encoding, {**rope.timm_kwargs, **kwargs}
     encoding = DEFAULT_ENCODING if encoding is None else encoding
     _check_architecture_overrides(kwargs)
     check_nonfinite_option(nonfinite_inputs)
-    # pretrained weights need the architecture's own pos_embed to load; the conversion then keeps or drops it
-    timm_kwargs = timm_arguments(encoding, kwargs, keep_pos_embed=pretrained)
+    if not isinstance(pretrained, (bool, str, os.PathLike)):
+        raise TypeError(f'pretrained must be True/False, a checkpoint path, a save_for_hf folder, an '
+                        f"'hf-hub:org/name' id or a vispe zoo card; got {type(pretrained).__name__}.")
     if not timm.is_model(model_name):
         close = difflib.get_close_matches(model_name, timm.list_models('vit_*'), n=3, cutoff=0.6)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ''
         raise ValueError(f'Unknown timm model {model_name!r}.{hint} List them with timm.list_models("vit_*").')
+    check_vision_transformer_name(model_name)
+    # timm's weights need the architecture's own pos_embed to load; the conversion then keeps or drops it
+    base_weights = timm_weights and rope is None
+    timm_kwargs = timm_arguments(encoding, kwargs, keep_pos_embed=base_weights)
     features_only = timm_kwargs.pop('features_only', False)
     feature_cfg = {key: timm_kwargs.pop(key) for key in ('out_indices', 'feature_cls') if key in timm_kwargs}
-    model = retrofit(timm.create_model(model_name, pretrained=pretrained, **timm_kwargs), encoding,
+    model = retrofit(timm.create_model(model_name, pretrained=base_weights, **timm_kwargs), encoding,
                      nonfinite_inputs=nonfinite_inputs, extra_geometry=extra_geometry)
+    weights_note = None
+    if base_weights:
+        weights_note = f'weights: timm {describe_weights(model.pretrained_cfg)}, converted to this encoding'
+    elif timm_weights:
+        weights_note = f'weights: timm {load_timm_rope_weights(model, requested_name, kwargs)}'
+    elif pretrained:
+        load_pretrained(model, pretrained, new_classifier='num_classes' in kwargs)
+        weights_note = f'weights: {os.fspath(pretrained)}'
+    describe_for_timm(model, model_name, encoding, kwargs, weights_note, nonfinite_inputs, extra_geometry)
     return feature_extractor(model, **feature_cfg) if features_only else model
 
+
+def describe_weights(pretrained_cfg: dict[str, Any]) -> str:
+    """timm's name of the weights a ``pretrained_cfg`` points at (``architecture.tag (hub id or url)``)."""
+    name = '.'.join(part for part in (pretrained_cfg.get('architecture'), pretrained_cfg.get('tag')) if part)
+    where = pretrained_cfg.get('hf_hub_id') or pretrained_cfg.get('url') or pretrained_cfg.get('file')
+    return f'{name} ({where})' if where else name
+
+
+def load_timm_rope_weights(model: VisionTransformer, timm_name: str, kwargs: dict[str, Any]) -> str:
+    """Load the timm weights of rope-vit port ``timm_name`` (timm's Eva, built with the user's ``kwargs``) into its
+    vispe form ``model``; returns their description."""
+    eva_kwargs = {key: value for key, value in kwargs.items() if key not in ('features_only', 'out_indices',
+                                                                             'feature_cls')}
+    eva = timm.create_model(timm_name, pretrained=True, dynamic_img_size=True, **eva_kwargs)
+    load_weights(model, dict(eva.state_dict()), {}, f'timm {timm_name}')
+    return describe_weights(eva.pretrained_cfg)
 
 
 MODELS.register_module(name='TimmViT', module=create_vit)
