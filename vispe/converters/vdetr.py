@@ -82,6 +82,14 @@ def infer_model(state_dict: Mapping[str, torch.Tensor], source: str) -> dict[str
                                     f'decoder.layers.0 ... decoder.layers.{{dec_nlayers - 2}}.')
     kv_rows = _require(state_dict, 'decoder.layers.0.multihead_attn.k.weight', source,
                        'vispe maps the shared-key cross-attention (GlobalShareCrossAttention).').shape[0]
+    for index in layers:
+        found = tuple(_require(state_dict, f'decoder.layers.{index}.multihead_attn.q.weight', source,
+                               'vispe maps the shared-key cross-attention (GlobalShareCrossAttention).').shape)
+        if found != (embed_dim, embed_dim) or embed_dim % kv_rows:
+            raise CheckpointFamilyError(f'{source}: encoder_to_decoder_projection gives width {embed_dim}, so '
+                                        f'decoder.layers.{index}.multihead_attn.q.weight should be '
+                                        f'{(embed_dim, embed_dim)} with key rows dividing it; found {found} and '
+                                        f'{kv_rows} key rows. The file mixes models of two widths.')
     mlp_dim = state_dict['decoder.layers.0.linear1.weight'].shape[0]
     first = _require(state_dict, 'decoder.first_layer.linear1.weight', source, 'the light FFN layer is missing.')
     if first.shape[0] != mlp_dim:
