@@ -113,9 +113,8 @@ class VDETRHead(nn.Module):
         self.heads = nn.ModuleList([BoxHeads(embed_dim, proposal_logits, head_dropout)]
                                    + [BoxHeads(embed_dim, num_classes, head_dropout) for _ in range(depth)])
         self.query_embed = nn.Embedding(num_queries, embed_dim)
-        self.query_pos = nn.ModuleList(
-            nn.Sequential(nn.Linear(6, embed_dim), TokenBatchNorm(embed_dim), nn.ReLU(), nn.Linear(embed_dim, embed_dim))
-            for _ in range(depth))
+        self.query_pos = nn.ModuleList(nn.Sequential(nn.Linear(6, embed_dim), TokenBatchNorm(embed_dim), nn.ReLU(),
+                                                     nn.Linear(embed_dim, embed_dim)) for _ in range(depth))
         self.layers = nn.ModuleList(PointDecoderLayer(embed_dim, num_heads, mlp_dim, dropout, num_kv_heads=1)
                                     for _ in range(depth))
         self.encoding = build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads,
