@@ -12,6 +12,7 @@ Files that are not checkpoints, or were cut short, are reported as corrupt with 
 """
 from __future__ import annotations
 
+import argparse
 import os
 import pickle
 import types
@@ -63,11 +64,17 @@ def _mmengine_globals() -> dict[str, Any]:
     return {'mmengine.logging.history_buffer.HistoryBuffer': HistoryBuffer}
 
 
+def _plain_data_globals() -> dict[str, Any]:
+    """Classes that hold attributes only: ``argparse.Namespace`` (the training arguments that 3DETR, V-DETR and DeiT
+    save next to the weights; unpickled by ``__new__`` and a ``__dict__`` update, which runs no code)."""
+    return {'argparse.Namespace': argparse.Namespace}
+
+
 @lru_cache(maxsize=1)
 def allowed_globals() -> dict[str, Any]:
     """``'module.name'`` -> object for everything the allow-list unpickler may construct."""
     from torch._weights_only_unpickler import _get_allowed_globals
-    return {**_get_allowed_globals(), **_numpy_globals(), **_mmengine_globals()}
+    return {**_get_allowed_globals(), **_numpy_globals(), **_mmengine_globals(), **_plain_data_globals()}
 
 
 def _classes_with_methods() -> tuple[type, ...]:

@@ -2,8 +2,9 @@
 encoding in its decoder's cross-attention."""
 from vispe.models.vdetr.criterion import BoxSetCriterion, aligned_giou3d, points_in_aligned_boxes
 from vispe.models.vdetr.detector import VDETR
+from vispe.models.vdetr.head import VDETRHead
 from vispe.models.vdetr.pointnet2 import PointNet2Backbone, PointSetAbstraction
 from vispe.models.vdetr.transformer import BoxRefinementDecoder, PointDecoderLayer, PointEncoderLayer
 
 __all__ = ['BoxRefinementDecoder', 'BoxSetCriterion', 'PointDecoderLayer', 'PointEncoderLayer', 'PointNet2Backbone',
-           'PointSetAbstraction', 'VDETR', 'aligned_giou3d', 'points_in_aligned_boxes']
+           'PointSetAbstraction', 'VDETR', 'VDETRHead', 'aligned_giou3d', 'points_in_aligned_boxes']
