@@ -134,7 +134,6 @@ def rope_vit_model(state_dict: StateDict, source: str = 'the checkpoint',
         raise ConversionMismatchError(f'{source}: freqs has shape {tuple(state_dict["freqs"].shape)}; a RoPE-Mixed '
                                       f'model of {depth} blocks and width {embed_dim} has (2, {depth}, '
                                       f'{embed_dim // 2}).')
-    head_dim = embed_dim // num_heads
     rope = (dict(type='RoPEMixed', theta=MIXED_THETA) if 'freqs' in state_dict
             else dict(type='RoPEAxial', theta=AXIAL_THETA))
     encoding: Any = rope
