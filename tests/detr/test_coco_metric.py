@@ -71,3 +71,19 @@ def test_image_of_another_split_is_an_error_naming_the_file(tmp_path) -> None:
     write_ground_truth(ann_file)
     with pytest.raises(ValueError, match=r"image id 5 is not in .*gt\.json.*ann_file"):
         metric_on(ann_file, [prediction(5, [[50, 20, 80, 80]], [0.8], [1])])
+
+
+def test_labels_can_be_category_ids(tmp_path) -> None:
+    """DETR's COCO models predict category ids (labels='category_id'): the same detections as category ids score as
+    the sorted-index labels do; a label that is no category (DETR's 0) counts for none."""
+    ann_file = tmp_path / 'gt.json'
+    write_ground_truth(ann_file)
+    metric = CocoMetric(ann_file=str(ann_file), labels='category_id')
+    metric.process({}, [prediction(1, [[10, 10, 50, 50], [0, 0, 5, 5]], [0.9, 0.95], [3, 0]),
+                        prediction(2, [[50, 20, 80, 80]], [0.8], [7])])
+    assert metric.compute_metrics(metric.results)['bbox_mAP'] == pytest.approx(1.0)
+    indexed = metric_on(ann_file, [prediction(1, [[10, 10, 50, 50]], [0.9], [1]),
+                                   prediction(2, [[50, 20, 80, 80]], [0.8], [0])])
+    assert indexed['bbox_mAP'] == pytest.approx(0.0)
+    with pytest.raises(ValueError, match=r"CocoMetric labels must be one of \('index', 'category_id'\); got 'ids'"):
+        CocoMetric(ann_file=str(ann_file), labels='ids')

@@ -10,8 +10,10 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import MMLogger
 
 from vispe.datasets.coco_detection import load_coco
+from vispe.datasets.options import check_choice
 from vispe.registry import METRICS
 
+LABEL_KINDS = ('index', 'category_id')
 STAT_NAMES = ('bbox_mAP', 'bbox_mAP_50', 'bbox_mAP_75', 'bbox_mAP_s', 'bbox_mAP_m', 'bbox_mAP_l')
 
 
@@ -21,19 +23,23 @@ class CocoMetric(BaseMetric):
 
     ``process`` takes the detector's predictions (``dict(image_id, boxes (Q, 4) xyxy in original
     pixels, scores, labels)``); labels index the json's categories in sorted-id order, as
-    :class:`~vispe.datasets.CocoDetection` assigns them. Only the images that were evaluated count
+    :class:`~vispe.datasets.CocoDetection` assigns them, or are the category ids themselves (``labels='category_id'``:
+    DETR's released COCO models, whose 92 logits are indexed by category id; a label that is no category of the
+    json, such as DETR's 0, counts for none, as in DETR's own evaluation). Only the images that were evaluated count
     (evaluation on a subset). Values are in [0, 1]: mAP@[.5:.95], @.5, @.75, small/medium/large.
 
     Args:
         ann_file: the ground-truth COCO json.
         max_dets: detections kept per image, highest scores first (100 as COCO).
+        labels: 'index' (labels index the sorted category ids) or 'category_id' (labels are category ids).
     """
 
     default_prefix: str | None = 'coco'
 
-    def __init__(self, ann_file: str, max_dets: int = 100, collect_device: str = 'cpu',
+    def __init__(self, ann_file: str, max_dets: int = 100, labels: str = 'index', collect_device: str = 'cpu',
                  prefix: str | None = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
+        self.labels = check_choice('CocoMetric', 'labels', labels, LABEL_KINDS)
         self.ann_file = ann_file
         self.max_dets = max_dets
         self._coco = None
@@ -60,7 +66,8 @@ class CocoMetric(BaseMetric):
     def compute_metrics(self, results: list[dict[str, Any]]) -> dict[str, float]:
         from pycocotools.cocoeval import COCOeval
         cat_ids = sorted(self.coco.getCatIds())
-        detections = [dict(image_id=result['image_id'], category_id=cat_ids[int(label)],
+        category = (lambda label: int(label)) if self.labels == 'category_id' else (lambda label: cat_ids[int(label)])
+        detections = [dict(image_id=result['image_id'], category_id=category(label),
                            bbox=[float(v) for v in box], score=float(score))
                       for result in results
                       for box, score, label in zip(result['boxes'], result['scores'], result['labels'])]

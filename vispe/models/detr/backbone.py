@@ -1,6 +1,8 @@
 """A timm CNN as a detection backbone: one feature map and its stride."""
 from __future__ import annotations
 
+from typing import Any
+
 import timm
 import torch
 from timm.layers import freeze_batch_norm_2d
@@ -19,6 +21,8 @@ class TimmFeatures(nn.Module):
         pretrained: load timm's weights (needs the hub or a local cache; DETR starts from ImageNet).
         frozen_bn: replace BatchNorm by frozen BatchNorm (DETR with a pretrained backbone).
         in_chans: input channels.
+        model_kwargs: further arguments of ``timm.create_model`` (e.g. ``output_stride=16`` for DETR's DC5 models,
+            whose last stage is dilated instead of strided; ``channels`` for a narrower ResNet).
 
     Attributes:
         channels, stride: of the returned map.
@@ -28,13 +32,15 @@ class TimmFeatures(nn.Module):
     """
 
     def __init__(self, model_name: str = 'resnet50', out_index: int = -1, pretrained: bool = False,
-                 frozen_bn: bool = False, in_chans: int = 3) -> None:
+                 frozen_bn: bool = False, in_chans: int = 3, model_kwargs: dict[str, Any] | None = None) -> None:
         super().__init__()
-        probe = timm.create_model(model_name, pretrained=False, features_only=True, in_chans=in_chans)
+        model_kwargs = dict(model_kwargs or {})
+        probe = timm.create_model(model_name, pretrained=False, features_only=True, in_chans=in_chans, **model_kwargs)
         levels = len(probe.feature_info)
         index = out_index % levels
         self.body = timm.create_model(model_name, pretrained=pretrained, features_only=True,
-                                      out_indices=(probe.feature_info.out_indices[index],), in_chans=in_chans)
+                                      out_indices=(probe.feature_info.out_indices[index],), in_chans=in_chans,
+                                      **model_kwargs)
         self.channels = self.body.feature_info.channels()[-1]
         self.stride = self.body.feature_info.reduction()[-1]
         self.in_chans = in_chans
