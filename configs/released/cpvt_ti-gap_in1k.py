@@ -1,0 +1,6 @@
+# CPVT-Ti-GAP: DeiT-Ti with a PEG after each of blocks 0-4 instead of an absolute embedding (no cls token, global
+# average pooling after the final norm), the models of the CPVT README's Table 5. Evaluation only; the authors
+# released no CPVT weights: this is the model `vispe convert cpvt` infers from a CPVT-Ti-GAP file in timm's DeiT names
+# with the PEGs under Twins' name, pos_block.I.proj.0 for I = 0..4 (models/released/cpvt/README.md).
+_base_ = ['./cpvt_ti_in1k.py']
+model = dict(backbone=dict(class_token=False, global_pool='avg', fc_norm=False))
