@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from vispe.converters import convert_state_dict
 from vispe.models.petr.convert import CheckpointFamilyError, convert_petr_state_dict
 
 from ..helpers import load_tool
@@ -68,3 +69,34 @@ def test_a_config_with_a_syntax_error_names_its_file_and_line(tmp_path: Path) ->
     with pytest.raises(SyntaxError, match=r'Config .*broken\.py has a syntax error at line 2: '
                                           r"model = dict\(type='PETRDetector', .*Fix that line"):
         load_tool('convert_checkpoint').main(['petr', str(source), str(tmp_path / 'out.pth'), '--config', str(config)])
+
+
+DETR_GOLDEN = Path(__file__).parents[1] / 'data' / 'released' / 'detr' / 'state_dict.pt'
+
+
+def test_converter_options_reach_the_family_and_the_file(tmp_path: Path) -> None:
+    """What the tensors cannot say (DETR's head count) is a converter option on the command line, recorded in the
+    file with the model config it gave."""
+    output = tmp_path / 'detr.pth'
+    assert load_tool('convert_checkpoint').main(['detr', str(DETR_GOLDEN), str(output), '--option', 'num_heads=4']) == 0
+    meta = torch.load(output, weights_only=True)['meta']
+    assert meta['converter_options'] == {'num_heads': 4}
+    assert meta['model']['encoder']['num_heads'] == 4 and meta['converter_version'] >= 1
+
+
+def test_an_unknown_converter_option_names_those_the_family_takes(tmp_path: Path, capsys) -> None:
+    output = tmp_path / 'detr.pth'
+    assert load_tool('convert_checkpoint').main(['detr', str(DETR_GOLDEN), str(output), '--option', 'heads=4']) == 1
+    assert "The 'detr' converter has no option heads; it takes num_heads=8, dilation=False." in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_with_a_config_the_file_records_the_configs_model(tmp_path: Path) -> None:
+    """--config's model is the one checked and recorded (before, meta['model'] kept the inferred one)."""
+    from vispe.engine import load_config
+    config = tmp_path / 'detr_small.py'
+    inferred = convert_state_dict('detr', torch.load(DETR_GOLDEN, weights_only=True)['model']).model
+    config.write_text(f'model = {inferred!r}\n')
+    output = tmp_path / 'detr.pth'
+    assert load_tool('convert_checkpoint').main(['detr', str(DETR_GOLDEN), str(output), '--config', str(config)]) == 0
+    assert torch.load(output, weights_only=True)['meta']['model'] == load_config(config).model.to_dict()

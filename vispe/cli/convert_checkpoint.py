@@ -1,6 +1,6 @@
 """Convert the papers' released checkpoints into vispe checkpoints.
 
-    vispe convert FAMILY released.pth vispe.pth [--config CONFIG]
+    vispe convert FAMILY released.pth vispe.pth [--config CONFIG] [--option NAME=VALUE ...]
 
 The file is read without running code from it (vispe's allow-list reader), every key the family's converter can map
 is renamed onto the vispe model that computes the same outputs, and the keys with no vispe module are listed. The
@@ -12,10 +12,12 @@ The output is written atomically as {'state_dict': ..., 'meta': {'converted_from
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from vispe.converters import CheckpointFamilyError, list_converters
+from vispe.converters.registry import converter_options
 from vispe.converters.files import ConversionMismatchError, convert_checkpoint
 from vispe.serialization import CorruptCheckpointError, UnsafeCheckpointError
 
@@ -24,8 +26,9 @@ def families_help() -> str:
     """One paragraph per registered family: what it converts, where its weights are, their license."""
     lines = ['families:']
     for name, converter in list_converters().items():
+        options = ', '.join(f'{option}={default!r}' for option, default in converter_options(converter).items())
         lines += [f'  {name}: {converter.summary}', f'      weights: {converter.released}',
-                  f'      license: {converter.license}']
+                  f'      license: {converter.license}'] + ([f'      options: {options}'] if options else [])
     return '\n'.join(lines)
 
 
@@ -38,14 +41,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('source', help='the released checkpoint (.pth, .pt, .bin or .safetensors)')
     parser.add_argument('output', help='where to write the vispe checkpoint')
     parser.add_argument('--config', help='a vispe config whose model must load the result (reports every mismatch)')
+    parser.add_argument('--option', nargs='+', default=[], metavar='NAME=VALUE', type=converter_option,
+                        help="the family converter's options, for what the tensors cannot say (e.g. detr's "
+                             "num_heads=8); `vispe convert FAMILY --help` lists them under families")
     return parser
+
+
+def converter_option(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` with a Python literal value (``num_heads=12``)."""
+    name, separator, value = text.partition('=')
+    if not separator or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f'{text!r}: write a converter option as NAME=VALUE, e.g. num_heads=12.')
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name, value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        conversion = convert_checkpoint(args.kind, args.source, args.output, config=args.config)
-    except (CheckpointFamilyError, ConversionMismatchError, CorruptCheckpointError, UnsafeCheckpointError,
+        conversion = convert_checkpoint(args.kind, args.source, args.output, config=args.config, **dict(args.option))
+    except (TypeError, CheckpointFamilyError, ConversionMismatchError, CorruptCheckpointError, UnsafeCheckpointError,
             FileNotFoundError) as error:
         message = str(error).strip("'")
         print(message if message.endswith('Nothing written.') else f'{message.rstrip(".")}. Nothing written.',

@@ -26,27 +26,25 @@ def load_problems(model: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> l
     return problems
 
 
-def build_target(conversion: Conversion, config: str | os.PathLike | None = None) -> nn.Module | None:
-    """The vispe model the converted tensors are for: the model of ``config`` (a config file or ``vispe::`` name)
-    when given, else the one the converter inferred (:attr:`Conversion.model`), else None."""
-    from vispe.registry import MODELS
+def target_config(conversion: Conversion, config: str | os.PathLike | None = None) -> dict[str, Any] | None:
+    """The config of the vispe model the converted tensors are for: ``config``'s model (a config file or
+    ``vispe::`` name) when given, else the one the converter inferred (:attr:`Conversion.model`), else None."""
     if config is not None:
         from vispe.engine import load_config
-        return MODELS.build(load_config(config).model)
-    if conversion.model is not None:
-        return MODELS.build(dict(conversion.model))
-    return None
+        return load_config(config).model.to_dict()
+    return None if conversion.model is None else dict(conversion.model)
 
 
 def convert_checkpoint(family: str, source: str | os.PathLike, output: str | os.PathLike,
-                       config: str | os.PathLike | None = None) -> Conversion:
+                       config: str | os.PathLike | None = None, **options: Any) -> Conversion:
     """Convert the released checkpoint ``source`` of ``family`` into ``output``, a vispe checkpoint.
 
     The file is read without running code from it (:func:`vispe.checkpoint.read_state_dict`), converted, and checked
     by loading it with ``strict=True`` into its vispe model (``config``'s, or the one the converter inferred from the
     tensors). ``output`` is written atomically as ``{'state_dict': ..., 'meta': ...}``; ``meta`` names the source,
     the family, the converter's version, what stayed unmapped, the model config and its encodings, so that
-    :func:`vispe.load_checkpoint` can check the encodings of the model it is loaded into.
+    :func:`vispe.load_checkpoint` can check the encodings of the model it is loaded into. ``options`` go to the
+    family's converter (:func:`vispe.converters.registry.converter_options`).
 
     Raises:
         KeyError: an unknown family (the closest names are given).
@@ -60,19 +58,23 @@ def convert_checkpoint(family: str, source: str | os.PathLike, output: str | os.
     from vispe.engine.hooks import save_atomically
     converter = get_converter(family)
     source = os.fspath(source)
-    conversion = convert_state_dict(family, read_state_dict(source), source)
-    model = build_target(conversion, config)
+    from vispe.registry import MODELS
+    conversion = convert_state_dict(family, read_state_dict(source), source, **options)
+    model_config = target_config(conversion, config)
+    model = None if model_config is None else MODELS.build(model_config)
     meta: dict[str, Any] = dict(converted_from=source, kind=family, converter_version=converter.version,
                                 unmapped=list(conversion.unmapped), derived=list(conversion.derived))
     if model is not None:
         problems = load_problems(model, conversion.state_dict)
         if problems:
             listed = '; '.join(problems[:12]) + (f' ... ({len(problems)} in all)' if len(problems) > 12 else '')
-            target = f'the model of {config}' if config is not None else f'the inferred {conversion.model}'
+            target = f'the model of {config}' if config is not None else f'the inferred {model_config}'
             raise ConversionMismatchError(f'{source}: the converted tensors do not load into {target}: {listed}. '
                                           f'Nothing written.')
         meta['encodings'] = model_encodings(model)
-    if conversion.model is not None:
-        meta['model'] = conversion.model
+    if model_config is not None:
+        meta['model'] = model_config
+    if options:
+        meta['converter_options'] = dict(options)
     save_atomically(dict(state_dict=conversion.state_dict, meta=meta), Path(output))
     return conversion

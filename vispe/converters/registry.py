@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import pkgutil
 import re
 from dataclasses import dataclass, field
@@ -147,8 +148,23 @@ def check_family(converter: CheckpointConverter, state_dict: StateDict, source: 
         f'({sample or "none"}) are not its {converter.keys_described}. {resembles}')
 
 
-def convert_state_dict(family: str, state_dict: StateDict, source: str = 'the checkpoint') -> Conversion:
-    """Convert a released state dict of ``family`` into vispe's names (the family is checked first)."""
+def converter_options(converter: CheckpointConverter) -> dict[str, Any]:
+    """The keyword options of a family's ``convert`` (what the tensors cannot say, e.g. DETR's head count) and their
+    defaults."""
+    parameters = list(inspect.signature(converter.convert).parameters.values())[2:]
+    return {parameter.name: parameter.default for parameter in parameters
+            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
+
+
+def convert_state_dict(family: str, state_dict: StateDict, source: str = 'the checkpoint',
+                       **options: Any) -> Conversion:
+    """Convert a released state dict of ``family`` into vispe's names (the family is checked first); ``options`` go
+    to the family's converter (:func:`converter_options`; an unknown one is refused with those it takes)."""
     converter = get_converter(family)
+    accepted = converter_options(converter)
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        takes = ', '.join(f'{name}={default!r}' for name, default in accepted.items()) or 'no options'
+        raise TypeError(f'The {family!r} converter has no option {", ".join(unknown)}; it takes {takes}.')
     check_family(converter, state_dict, source)
-    return converter.convert(state_dict, source)
+    return converter.convert(state_dict, source, **options)
