@@ -173,6 +173,43 @@ def check_finite(state_dict: Mapping[str, torch.Tensor], path: str) -> None:
 EVA_LAYER_SCALE = re.compile(r'^(?P<block>(?:.*\.)?blocks\.\d+\.)gamma_(?P<which>[12])$')
 
 
+def backbone_state_dict(model: nn.Module, state_dict: dict[str, torch.Tensor], path: str) -> dict[str, torch.Tensor]:
+    """``state_dict`` with every key under ``backbone.`` when it is the file of ``model.backbone`` alone (a converted
+    released ViT, ``vispe convert``, or timm's own ViT file) and ``model`` wraps that backbone (an
+    ``ImageClassifier``); otherwise ``state_dict`` itself.
+
+    A file is the backbone's when no key is the model's own or carries ``backbone.`` and every key is one of the
+    backbone's (after the backbone's encodings adopt timm's names: :func:`adopt_foreign_entries`). A file some of
+    whose keys fit the backbone and others do not is refused: prefixing part of it would load it half-way.
+
+    Raises:
+        CheckpointMismatchError: the file mixes backbone keys with keys of neither the backbone nor the model.
+    """
+    backbone = getattr(model, 'backbone', None)
+    if not isinstance(backbone, nn.Module) or not state_dict:
+        return state_dict
+    own = model.state_dict()
+    if any(key in own or key.startswith('backbone.') for key in state_dict):
+        return state_dict
+    renamed = dict(state_dict)
+    try:
+        adopt_foreign_entries(backbone, renamed)
+    except ValueError:
+        renamed = dict(state_dict)
+    backbone_keys = set(backbone.state_dict())
+    foreign = [key for key in renamed if key not in backbone_keys]
+    if not foreign:
+        return {f'backbone.{key}': value for key, value in state_dict.items()}
+    if len(foreign) < len(renamed):
+        raise CheckpointMismatchError(
+            f'Checkpoint {path} looks like the file of a {type(backbone).__name__} backbone without the model\'s '
+            f'"backbone." prefix ({len(renamed) - len(foreign)} of its {len(renamed)} keys are the backbone\'s), but '
+            f'{_listing(foreign)} fit neither the backbone nor the whole {type(model).__name__}: nothing was loaded. '
+            f'Build the model the file was converted for (its meta["model"] config), or convert the file again '
+            f'(vispe convert).')
+    return state_dict
+
+
 def adopt_foreign_entries(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> list[str]:
     """Make a foreign checkpoint fit ``model`` in place: each encoding adopts its entries
     (:meth:`PositionEncoding.adopt_state_dict`: timm's names, resampled tables) and Eva's layer-scale names become
@@ -209,7 +246,9 @@ def load_checkpoint(
 ) -> dict[str, Any]:
     """Load a timm or vispe checkpoint into ``model``, resampling learned APE tables to its grid.
 
-    A timm ViT checkpoint loads into a vispe ViT built with ``LearnedAPE`` (the names are timm's), and a timm RoPE
+    A file of the backbone alone (a converted released ViT, or timm's ViT file) loads into a model that wraps it
+    (an ``ImageClassifier``: :func:`backbone_state_dict` adds the ``backbone.`` prefix). A timm ViT checkpoint
+    loads into a vispe ViT built with ``LearnedAPE`` (the names are timm's), and a timm RoPE
     ViT checkpoint (``vit_*_rope_*``, timm's Eva class) into one built with ``RoPEAxial`` or ``RoPEMixed`` (and
     ``init_values`` for its layer scales): each encoding adopts the foreign names of its entries and resamples
     tables of another grid (:meth:`PositionEncoding.adopt_state_dict`), and Eva's ``gamma_1``/``gamma_2`` become
@@ -232,7 +271,8 @@ def load_checkpoint(
 
     Raises:
         CheckpointMismatchError: keys, shapes or the trained encoding do not match (the message lists
-            them and says whether resampling was tried).
+            them and says whether resampling was tried), or a file mixes keys of the backbone (without its prefix)
+            with others.
         NonFiniteWeightsError: NaN or infinite values (unless ``allow_nonfinite``).
         vispe.serialization.UnsafeCheckpointError: the file holds Python objects that could run code.
         vispe.serialization.CorruptCheckpointError: not a checkpoint, truncated or damaged.
@@ -247,6 +287,7 @@ def load_checkpoint(
     state_dict, meta = read_checkpoint(path, trusted=trusted)
     if check_encoding:
         check_encodings(model, meta, path)
+    state_dict = backbone_state_dict(model, state_dict, path)
     if not allow_nonfinite:
         check_finite(state_dict, path)
     shapes = {key: value.shape for key, value in state_dict.items()}

@@ -84,6 +84,7 @@ from vispe.engine import load_config, named_unknown_types
 from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, progress_wanted,
                                     recorded_command, reported_by, run_main, writable_output)
 from vispe.evaluation import crop_sweep, multiview_sweep, point_sweep, sweep
+from vispe.evaluation.data_root import DataRootError, check_layout, with_data_root
 from vispe.evaluation.encoding_options import check_encoding_options, encoding_options_set, parse_encoding_options
 from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
 from vispe.evaluation.tuning import Knob, applied, check_held_out, coordinate_search, tunable_knobs
@@ -143,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--tune-subset', type=positive_int, default=1000,
                         help='validation images per setting tried by --tune (a balanced subset, where the validation '
                              'set has a subset option)')
+    parser.add_argument('--data-root', type=Path, default=None, metavar='PATH',
+                        help='classifiers and 2D detectors: read the test set (and the validation set of --tune) '
+                             'under PATH instead of the config\'s data_root, e.g. ImageNet as PATH/val/<class>/<image>, '
+                             'COCO as PATH/val2017/ and PATH/annotations/instances_val2017.json (checked first)')
     parser.add_argument('--out', type=Path, default=Path('results/extrapolation'))
     parser.add_argument('--quiet', action='store_true', help='no progress bar (none either when stderr is not a '
                                                              'terminal)')
@@ -468,6 +473,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command = recorded_command('eval-resolution', argv)
     runs = [resolve_run(spec, args.checkpoint_name) for spec in args.runs]
     configs = [load_config(run.config) for run in runs]
+    if args.data_root is not None and any(kind.is_config(cfg) for cfg in configs for kind in
+                                          (point_sweep.POINTS, crop_sweep.CROPS, multiview_sweep.MULTIVIEW)):
+        raise InvalidArgument('--data-root', args.data_root, 'it moves the data of classifiers and 2D detectors, '
+                              'and these runs are 3D', 'leave out --data-root and set the data root in the config')
     if one_kind(runs, configs, point_sweep.POINTS.is_config, 'point-cloud detectors'):
         return evaluate_points(args, runs, configs)
     if one_kind(runs, configs, crop_sweep.CROPS.is_config, 'crop-depth models'):
@@ -491,7 +500,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if given:
         raise InvalidArgument(given[0], [run.label for run in runs], f'{given[0]} is for multi-view 3D runs '
                               f'(PETRDetector configs) and these runs are not', f'leave out {given[0]}')
+    if args.data_root is not None:
+        move_data_root(args.data_root, runs, configs)
     return evaluate_single_view(args, runs, configs)
+
+
+def move_data_root(root: Path, runs: list[Run], configs: list[Config]) -> None:
+    """``--data-root``: every config's test and validation sets and evaluators read under ``root``
+    (:func:`vispe.evaluation.data_root.with_data_root`), whose layout is checked before any model is built."""
+    for run, cfg in zip(runs, configs):
+        try:
+            with_data_root(cfg, root, run.label)
+            check_layout(dict(cfg.test_dataloader.dataset), root, run.label)
+        except DataRootError as error:
+            raise InvalidArgument('--data-root', root, error.problem, error.fix) from None
 
 if __name__ == '__main__':
     run_main(main)

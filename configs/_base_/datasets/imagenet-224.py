@@ -18,7 +18,7 @@ val_dataloader = dict(
     persistent_workers=True,
     sampler=dict(type='DefaultSampler', shuffle=False),
     collate_fn=dict(type='default_collate'),
-    dataset=dict(type='ImageFolderDataset', root=data_root, split='val', image_size=224, crop_pct=1.0),
+    dataset=dict(type='ImageFolderDataset', root=data_root, split='val', image_size=224, eval_protocol='lookhere'),
 )
 test_dataloader = val_dataloader
 val_evaluator = dict(type='Accuracy', topk=(1, 5))
