@@ -157,6 +157,47 @@ def check_encodings(model: nn.Module, meta: Mapping[str, Any], path: str) -> Non
         f'counts when the file itself names no encoding).')
 
 
+# Options of a model config that change training only: a converted file's meta["model"] and an eval config may differ.
+TRAINING_ONLY_OPTIONS = frozenset({'drop_rate', 'drop_path_rate', 'attn_drop_rate', 'proj_drop_rate', 'pos_drop_rate',
+                                   'patch_drop_rate', 'pretrained', 'init_cfg'})
+
+
+def config_differences(recorded: Any, built: Any, where: str = '') -> list[str]:
+    """Where two model configs disagree, over the options both name (an option one leaves at its default is not
+    compared), one ``path: recorded != built`` line each; nested dicts and lists are compared item by item."""
+    if isinstance(recorded, Mapping) and isinstance(built, Mapping):
+        return [line for key in recorded if key in built and key not in TRAINING_ONLY_OPTIONS
+                for line in config_differences(recorded[key], built[key], f'{where}.{key}' if where else str(key))]
+    if isinstance(recorded, (list, tuple)) and isinstance(built, (list, tuple)) and len(recorded) == len(built):
+        return [line for index, (a, b) in enumerate(zip(recorded, built))
+                for line in config_differences(a, b, f'{where}[{index}]')]
+    return [] if recorded == built else [f'{where or "model"}: file {recorded!r} != config {built!r}']
+
+
+def check_converted_model(model_cfg: Mapping[str, Any], meta: Mapping[str, Any], path: str) -> None:
+    """Refuse a converted file (``vispe convert`` records the model it was converted for in ``meta['model']``) whose
+    model disagrees with the config's: the config's ``backbone`` when the file holds a backbone config of another
+    type than the whole model (a ViT into an ``ImageClassifier``), else the config's model. Options that change no
+    tensor shape (heads, encoding slopes, theta) would otherwise load and give other outputs.
+
+    Raises:
+        CheckpointMismatchError: naming each option that differs.
+    """
+    recorded = meta.get('model')
+    if not isinstance(recorded, Mapping):
+        return
+    built: Any = model_cfg
+    backbone = model_cfg.get('backbone')
+    if isinstance(backbone, Mapping) and recorded.get('type') != model_cfg.get('type'):
+        built = backbone
+    differences = config_differences(dict(recorded), dict(built))
+    if differences:
+        raise CheckpointMismatchError(
+            f'Checkpoint {path} was converted for another model than the config builds: {_listing(differences)}. '
+            f'Make the config\'s model match the file\'s meta["model"] (the converter inferred it from the tensors), '
+            f'or convert the file again.')
+
+
 def check_finite(state_dict: Mapping[str, torch.Tensor], path: str) -> None:
     """Refuse NaN or infinite values, naming the tensors (a run that diverged saves them)."""
     bad = [f'{key} ({int((~torch.isfinite(value)).sum())} of {value.numel()})' for key, value in state_dict.items()

@@ -7,6 +7,7 @@ import csv
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -47,10 +48,11 @@ def imagenet_folder(root: Path) -> Path:
     return root
 
 
-def classifier_config(root: Path, encoding: str) -> Path:
-    """An eval-only config as the released ones are: ImageNet's dataset base, a small ImageClassifier(TimmViT)."""
+def classifier_config(root: Path, encoding: str, **options: Any) -> Path:
+    """An eval-only config as the released ones are: ImageNet's dataset base, a small ImageClassifier(TimmViT)
+    (``options`` override the backbone's)."""
     path = root / f'vit-tiny_{encoding.lower()}_in1k.py'
-    backbone = dict(BACKBONE, encoding=ENCODINGS[encoding])
+    backbone = dict(BACKBONE, encoding=ENCODINGS[encoding], **options)
     path.write_text(f"_base_ = ['{REPO_ROOT}/configs/_base_/datasets/imagenet-224.py', "
                     f"'{REPO_ROOT}/configs/_base_/default_runtime.py']\n"
                     f"model = dict(type='ImageClassifier', backbone={backbone!r})\n")
@@ -70,7 +72,9 @@ def converted_file(path: Path, encoding: str, seed: int = 0) -> Path:
 
 
 def eval_resolution(*args: str) -> int:
-    return load_tool('eval_resolution').main(['--quiet', *args])
+    """``vispe eval-resolution --quiet ARGS`` in this process (images decoded here unless ARGS give --workers)."""
+    workers = [] if '--workers' in args else ['--workers', '0']
+    return load_tool('eval_resolution').main(['--quiet', *workers, *args])
 
 
 @pytest.mark.parametrize('encoding', ['LearnedAPE', 'LookHere'])
@@ -80,7 +84,7 @@ def test_a_converted_backbone_evaluates_on_an_imagenet_folder_at_each_size(tmp_p
     checkpoint = converted_file(tmp_path / 'converted.pth', encoding)
     out = tmp_path / 'results' / 'table'
     assert eval_resolution(f'{config}::{checkpoint}', '--sizes', '32', '48', '--data-root', str(data),
-                           '--batch-size', '4', '--out', str(out)) == 0
+                           '--batch-size', '4', '--device', 'cpu', '--out', str(out)) == 0
     with open(out.with_suffix('.csv')) as handle:
         rows = list(csv.DictReader(handle))
     assert [row['size'] for row in rows] == ['32', '48']
@@ -105,7 +109,12 @@ def test_a_converted_file_of_another_encoding_or_a_mixed_file_is_refused(tmp_pat
     other = converted_file(tmp_path / 'rope.pth', 'RoPEMixed')
     with pytest.raises(CheckpointMismatchError, match=r'trained with encoding RoPEMixed, but the model has LookHere'):
         eval_resolution(f'{config}::{other}', '--sizes', '32', '--data-root', str(data), '--out', str(tmp_path / 'o'))
-    file = torch.load(converted_file(tmp_path / 'lh.pth', 'LookHere'), weights_only=True)
+    heads = classifier_config(tmp_path, 'LookHere', num_heads=4)  # the same tensor shapes, other outputs
+    with pytest.raises(CheckpointMismatchError, match=r'converted for another model than the config builds: '
+                                                      r'num_heads: file 2 != config 4'):
+        eval_resolution(f'{heads}::{converted_file(tmp_path / "lh.pth", "LookHere")}', '--sizes', '32', '--data-root',
+                        str(data), '--out', str(tmp_path / 'o'))
+    file = torch.load(tmp_path / 'lh.pth', weights_only=True)
     file['state_dict']['decoder.weight'] = torch.zeros(2)
     torch.save(file, tmp_path / 'mixed.pth')
     classifier = MODELS.build(dict(type='ImageClassifier', backbone=dict(BACKBONE, encoding=ENCODINGS['LookHere'])))
@@ -183,7 +192,7 @@ def test_detr_on_a_coco_folder_at_each_shorter_side(tmp_path) -> None:
     torch.save(MODELS.build(cfg.model).state_dict(), tmp_path / 'detr.pth')
     out = tmp_path / 'detr'
     assert eval_resolution(f'{config}::{tmp_path / "detr.pth"}', '--sizes', '64', '96', '--data-root', str(data),
-                           '--batch-size', '2', '--out', str(out)) == 0
+                           '--batch-size', '2', '--workers', '2', '--out', str(out)) == 0
     report = json.loads(out.with_suffix('.json').read_text())
     run = report['runs'][0]
     assert sorted(run['results']) == ['64', '96']
@@ -224,3 +233,12 @@ def test_lookhere_protocol_options_and_the_base_config(tmp_path) -> None:
     assert ImageFolderDataset(data, split='val', image_size=320, eval_protocol='lookhere').transform.resize_to == 320
     cfg = vispe.engine.load_config(REPO_ROOT / 'configs' / '_base_' / 'datasets' / 'imagenet-224.py')
     assert cfg.test_dataloader.dataset.eval_protocol == 'lookhere'
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='the refusal is for machines without a GPU')
+def test_a_cuda_device_without_a_gpu_is_refused(tmp_path, capsys) -> None:
+    config = classifier_config(tmp_path, 'LearnedAPE')
+    with pytest.raises(SystemExit) as exit_status:
+        eval_resolution(f'{config}::x.pth', '--sizes', '32', '--device', 'cuda', '--out', str(tmp_path / 'o'))
+    assert exit_status.value.code == 2
+    assert '--device cuda: torch sees no CUDA GPU here; pass --device cpu' in capsys.readouterr().err
