@@ -157,9 +157,12 @@ def check_encodings(model: nn.Module, meta: Mapping[str, Any], path: str) -> Non
         f'counts when the file itself names no encoding).')
 
 
-# Options of a model config that change training only: a converted file's meta["model"] and an eval config may differ.
+# Options of a model config that change training only (dropout, initialisation, losses): a converted file's
+# meta["model"] and an eval config may differ in them.
 TRAINING_ONLY_OPTIONS = frozenset({'drop_rate', 'drop_path_rate', 'attn_drop_rate', 'proj_drop_rate', 'pos_drop_rate',
-                                   'patch_drop_rate', 'pretrained', 'init_cfg'})
+                                   'patch_drop_rate', 'dropout', 'pretrained', 'init_cfg', 'class_weight',
+                                   'bbox_weight', 'giou_weight', 'eos_coef', 'aux_loss', 'label_smoothing', 'loss',
+                                   'batch_augment', 'head_bias_init'})
 
 
 def config_differences(recorded: Any, built: Any, where: str = '') -> list[str]:
