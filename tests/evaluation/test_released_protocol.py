@@ -177,7 +177,8 @@ def detr_config(root: Path) -> Path:
     """DETR's COCO config made small: ResNet-18 from scratch to stride 8, one encoder and decoder layer of width 32."""
     path = root / 'detr-r18_coco-val.py'
     path.write_text(f"_base_ = ['{REPO_ROOT}/configs/_base_/models/detr-r50.py', "
-                    f"'{REPO_ROOT}/configs/_base_/datasets/coco-detr.py', '{REPO_ROOT}/configs/_base_/detr_runtime.py']\n"
+                    f"'{REPO_ROOT}/configs/_base_/datasets/coco-detr.py', "
+                    f"'{REPO_ROOT}/configs/_base_/detr_runtime.py']\n"
                     "model = dict(backbone=dict(model_name='resnet18', out_index=-3, pretrained=False, "
                     "frozen_bn=False), num_classes=3, num_queries=5, embed_dim=32, "
                     "encoder=dict(depth=1, num_heads=2, mlp_dim=64), decoder=dict(depth=1, num_heads=2, mlp_dim=64))\n")

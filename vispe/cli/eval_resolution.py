@@ -17,8 +17,10 @@ Released checkpoints converted by ``vispe convert`` load into eval-only configs:
 keys without ``backbone.``, as converted ViTs are, or timm's own ViT file) into an ``ImageClassifier``, the prefix
 added when every key is the backbone's (:func:`vispe.checkpoint.backbone_state_dict`); the file's
 ``meta['encodings']`` must name the config's encodings and its ``meta['model']`` agree with the config's model
-(:func:`vispe.checkpoint.check_converted_model`: a head count or slope changes no tensor shape). ``--data-root`` reads the test set (and the validation set
-of ``--tune``) under another folder than the config's ``data_root``, after checking its layout:
+(:func:`vispe.checkpoint.check_converted_model`: a head count or slope changes no tensor shape). ``--data-root``
+reads the test set (and the validation set of ``--tune``) under another folder than the config's ``data_root``,
+after checking its layout; ``--device`` (default: the GPU when there is one) and ``--workers`` (default: the config's
+``num_workers``) say where the model runs and how many processes decode the images:
 
     vispe eval-resolution configs/released/<family>_<variant>_in1k.py::converted.pth \\
         --sizes 224 320 384 448 512 640 768 1024 --data-root /data/imagenet    # /data/imagenet/val/<wnid>/*.JPEG
@@ -100,7 +102,7 @@ from vispe.cli.benchmark import torch_device
 from vispe.engine.arguments import (InvalidArgument, check_distinct, non_negative_int, positive_float, positive_int,
                                     progress_wanted, recorded_command, reported_by, run_main, writable_output)
 from vispe.evaluation import crop_sweep, multiview_sweep, point_sweep, sweep
-from vispe.evaluation.data_root import DataRootError, check_layout, with_data_root
+from vispe.evaluation.data_root import move_data_roots
 from vispe.evaluation.encoding_options import check_encoding_options, encoding_options_set, parse_encoding_options
 from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
 from vispe.evaluation.tuning import Knob, applied, check_held_out, coordinate_search, tunable_knobs
@@ -162,8 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
                              'set has a subset option)')
     parser.add_argument('--data-root', type=Path, default=None, metavar='PATH',
                         help='classifiers and 2D detectors: read the test set (and the validation set of --tune) '
-                             'under PATH instead of the config\'s data_root, e.g. ImageNet as PATH/val/<class>/<image>, '
-                             'COCO as PATH/val2017/ and PATH/annotations/instances_val2017.json (checked first)')
+                             'under PATH instead of the config\'s data_root, e.g. ImageNet as '
+                             'PATH/val/<class>/<image>, COCO as PATH/val2017/ and '
+                             'PATH/annotations/instances_val2017.json (checked first)')
     parser.add_argument('--device', type=torch_device, default='cuda' if torch.cuda.is_available() else 'cpu',
                         help='classifiers and 2D detectors: where the model runs (default: cuda when there is a GPU)')
     parser.add_argument('--workers', type=non_negative_int, default=None,
@@ -536,19 +539,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InvalidArgument(given[0], [run.label for run in runs], f'{given[0]} is for multi-view 3D runs '
                               f'(PETRDetector configs) and these runs are not', f'leave out {given[0]}')
     if args.data_root is not None:
-        move_data_root(args.data_root, runs, configs)
+        move_data_roots(args.data_root, [run.label for run in runs], configs)
     return evaluate_single_view(args, runs, configs)
 
-
-def move_data_root(root: Path, runs: list[Run], configs: list[Config]) -> None:
-    """``--data-root``: every config's test and validation sets and evaluators read under ``root``
-    (:func:`vispe.evaluation.data_root.with_data_root`), whose layout is checked before any model is built."""
-    for run, cfg in zip(runs, configs):
-        try:
-            with_data_root(cfg, root, run.label)
-            check_layout(dict(cfg.test_dataloader.dataset), root, run.label)
-        except DataRootError as error:
-            raise InvalidArgument('--data-root', root, error.problem, error.fix) from None
 
 if __name__ == '__main__':
     run_main(main)

@@ -14,6 +14,8 @@ from typing import Any
 
 from mmengine.config import Config, ConfigDict
 
+from vispe.engine.arguments import InvalidArgument
+
 # The options of datasets and evaluators that hold paths.
 PATH_OPTIONS = ('root', 'data_root', 'ann_file')
 # The dataloaders and evaluators a new root applies to.
@@ -102,3 +104,18 @@ def check_layout(dataset: dict[str, Any], root: str | Path, label: str) -> None:
     if missing:
         hint = COCO_HINT if kind == 'CocoDetection' else f'put the data of {kind} there'
         raise DataRootError(f'{label}: {root} lacks {" and ".join(missing)}', hint)
+
+
+def move_data_roots(root: Path, labels: list[str], configs: list[Config]) -> None:
+    """``--data-root``: every config's test and validation sets and evaluators read under ``root``
+    (:func:`with_data_root`), whose layout is checked (:func:`check_layout`) before any model is built.
+
+    Raises:
+        InvalidArgument: naming ``--data-root``, what is missing and how to prepare it.
+    """
+    for label, cfg in zip(labels, configs):
+        try:
+            with_data_root(cfg, root, label)
+            check_layout(dict(cfg.test_dataloader.dataset), root, label)
+        except DataRootError as error:
+            raise InvalidArgument('--data-root', root, error.problem, error.fix) from None
