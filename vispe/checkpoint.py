@@ -157,6 +157,50 @@ def check_encodings(model: nn.Module, meta: Mapping[str, Any], path: str) -> Non
         f'counts when the file itself names no encoding).')
 
 
+# Options of a model config that change training only (dropout, initialisation, losses): a converted file's
+# meta["model"] and an eval config may differ in them.
+TRAINING_ONLY_OPTIONS = frozenset({'drop_rate', 'drop_path_rate', 'attn_drop_rate', 'proj_drop_rate', 'pos_drop_rate',
+                                   'patch_drop_rate', 'dropout', 'pretrained', 'init_cfg', 'class_weight',
+                                   'bbox_weight', 'giou_weight', 'eos_coef', 'aux_loss', 'label_smoothing', 'loss',
+                                   'batch_augment', 'head_bias_init'})
+
+
+def config_differences(recorded: Any, built: Any, where: str = '') -> list[str]:
+    """Where two model configs disagree, over the options both name (an option one leaves at its default is not
+    compared), one ``path: recorded != built`` line each; nested dicts and lists are compared item by item."""
+    if isinstance(recorded, Mapping) and isinstance(built, Mapping):
+        return [line for key in recorded if key in built and key not in TRAINING_ONLY_OPTIONS
+                for line in config_differences(recorded[key], built[key], f'{where}.{key}' if where else str(key))]
+    if isinstance(recorded, (list, tuple)) and isinstance(built, (list, tuple)) and len(recorded) == len(built):
+        return [line for index, (a, b) in enumerate(zip(recorded, built))
+                for line in config_differences(a, b, f'{where}[{index}]')]
+    return [] if recorded == built else [f'{where or "model"}: file {recorded!r} != config {built!r}']
+
+
+def check_converted_model(model_cfg: Mapping[str, Any], meta: Mapping[str, Any], path: str) -> None:
+    """Refuse a converted file (``vispe convert`` records the model it was converted for in ``meta['model']``) whose
+    model disagrees with the config's: the config's ``backbone`` when the file holds a backbone config of another
+    type than the whole model (a ViT into an ``ImageClassifier``), else the config's model. Options that change no
+    tensor shape (heads, encoding slopes, theta) would otherwise load and give other outputs.
+
+    Raises:
+        CheckpointMismatchError: naming each option that differs.
+    """
+    recorded = meta.get('model')
+    if not isinstance(recorded, Mapping):
+        return
+    built: Any = model_cfg
+    backbone = model_cfg.get('backbone')
+    if isinstance(backbone, Mapping) and recorded.get('type') != model_cfg.get('type'):
+        built = backbone
+    differences = config_differences(dict(recorded), dict(built))
+    if differences:
+        raise CheckpointMismatchError(
+            f'Checkpoint {path} was converted for another model than the config builds: {_listing(differences)}. '
+            f'Make the config\'s model match the file\'s meta["model"] (the converter inferred it from the tensors), '
+            f'or convert the file again.')
+
+
 def check_finite(state_dict: Mapping[str, torch.Tensor], path: str) -> None:
     """Refuse NaN or infinite values, naming the tensors (a run that diverged saves them)."""
     bad = [f'{key} ({int((~torch.isfinite(value)).sum())} of {value.numel()})' for key, value in state_dict.items()
@@ -171,6 +215,43 @@ def check_finite(state_dict: Mapping[str, torch.Tensor], path: str) -> None:
 # timm's Eva (the class of timm's vit_*_rope_* models) names a block's layer scales gamma_1 / gamma_2 where timm's
 # VisionTransformer, and so vispe's, has ls1.gamma / ls2.gamma.
 EVA_LAYER_SCALE = re.compile(r'^(?P<block>(?:.*\.)?blocks\.\d+\.)gamma_(?P<which>[12])$')
+
+
+def backbone_state_dict(model: nn.Module, state_dict: dict[str, torch.Tensor], path: str) -> dict[str, torch.Tensor]:
+    """``state_dict`` with every key under ``backbone.`` when it is the file of ``model.backbone`` alone (a converted
+    released ViT, ``vispe convert``, or timm's own ViT file) and ``model`` wraps that backbone (an
+    ``ImageClassifier``); otherwise ``state_dict`` itself.
+
+    A file is the backbone's when no key is the model's own or carries ``backbone.`` and every key is one of the
+    backbone's (after the backbone's encodings adopt timm's names: :func:`adopt_foreign_entries`). A file some of
+    whose keys fit the backbone and others do not is refused: prefixing part of it would load it half-way.
+
+    Raises:
+        CheckpointMismatchError: the file mixes backbone keys with keys of neither the backbone nor the model.
+    """
+    backbone = getattr(model, 'backbone', None)
+    if not isinstance(backbone, nn.Module) or not state_dict:
+        return state_dict
+    own = model.state_dict()
+    if any(key in own or key.startswith('backbone.') for key in state_dict):
+        return state_dict
+    renamed = dict(state_dict)
+    try:
+        adopt_foreign_entries(backbone, renamed)
+    except ValueError:
+        renamed = dict(state_dict)
+    backbone_keys = set(backbone.state_dict())
+    foreign = [key for key in renamed if key not in backbone_keys]
+    if not foreign:
+        return {f'backbone.{key}': value for key, value in state_dict.items()}
+    if len(foreign) < len(renamed):
+        raise CheckpointMismatchError(
+            f'Checkpoint {path} looks like the file of a {type(backbone).__name__} backbone without the model\'s '
+            f'"backbone." prefix ({len(renamed) - len(foreign)} of its {len(renamed)} keys are the backbone\'s), but '
+            f'{_listing(foreign)} fit neither the backbone nor the whole {type(model).__name__}: nothing was loaded. '
+            f'Build the model the file was converted for (its meta["model"] config), or convert the file again '
+            f'(vispe convert).')
+    return state_dict
 
 
 def adopt_foreign_entries(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> list[str]:
@@ -209,7 +290,9 @@ def load_checkpoint(
 ) -> dict[str, Any]:
     """Load a timm or vispe checkpoint into ``model``, resampling learned APE tables to its grid.
 
-    A timm ViT checkpoint loads into a vispe ViT built with ``LearnedAPE`` (the names are timm's), and a timm RoPE
+    A file of the backbone alone (a converted released ViT, or timm's ViT file) loads into a model that wraps it
+    (an ``ImageClassifier``: :func:`backbone_state_dict` adds the ``backbone.`` prefix). A timm ViT checkpoint
+    loads into a vispe ViT built with ``LearnedAPE`` (the names are timm's), and a timm RoPE
     ViT checkpoint (``vit_*_rope_*``, timm's Eva class) into one built with ``RoPEAxial`` or ``RoPEMixed`` (and
     ``init_values`` for its layer scales): each encoding adopts the foreign names of its entries and resamples
     tables of another grid (:meth:`PositionEncoding.adopt_state_dict`), and Eva's ``gamma_1``/``gamma_2`` become
@@ -232,7 +315,8 @@ def load_checkpoint(
 
     Raises:
         CheckpointMismatchError: keys, shapes or the trained encoding do not match (the message lists
-            them and says whether resampling was tried).
+            them and says whether resampling was tried), or a file mixes keys of the backbone (without its prefix)
+            with others.
         NonFiniteWeightsError: NaN or infinite values (unless ``allow_nonfinite``).
         vispe.serialization.UnsafeCheckpointError: the file holds Python objects that could run code.
         vispe.serialization.CorruptCheckpointError: not a checkpoint, truncated or damaged.
@@ -263,6 +347,7 @@ def load_weights(
     ``path`` names the weights' source in messages. ``state_dict`` is changed in place."""
     if check_encoding:
         check_encodings(model, meta, path)
+    state_dict = backbone_state_dict(model, state_dict, path)
     if not allow_nonfinite:
         check_finite(state_dict, path)
     shapes = {key: value.shape for key, value in state_dict.items()}

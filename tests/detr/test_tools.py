@@ -102,7 +102,7 @@ def test_tune_scores_on_the_validation_annotations(fmnist_det) -> None:
     eval_resolution = load_tool('eval_resolution')
     config = REPO_ROOT / 'configs' / 'detr' / 'detr-r18_rope-axial_fmnist-det.py'
     cfg = load_config(config, data_overrides(fmnist_det))
-    args = argparse.Namespace(eval_mode='upsample', tune_subset=1000)
+    args = argparse.Namespace(eval_mode='upsample', tune_subset=1000, workers=0)
     _, record = eval_resolution.tune_at_size(GroundTruthDetector(), cfg, [], 96, args, batch_size=4)
     assert record['held_out_score_built'] == pytest.approx(1.0)
     assert record['held_out_set']['ann_file'].endswith('minival.json')

@@ -4,12 +4,28 @@
         --sizes 28 42 56 84 --out results/extrapolation [--encoding-options 56:global_slope=0.95 ...]
 
 A run is a work dir (its dumped config and best.pth) or ``CONFIG::CHECKPOINT``. For each run and size
-the config's test set is rebuilt at that size (``--eval-mode upsample`` resizes the image, the
-LookHere protocol; ``canvas`` pastes it on a larger canvas) and the config's test metric is measured:
-top-1/top-5 for classifiers, COCO box mAP for detectors (the size is then the shorter image side):
+the config's test set is rebuilt at that size (``--eval-mode upsample`` resizes the image: an ImageNet-layout set as
+its ``eval_protocol`` says, LookHere's pipeline in ``configs/_base_/datasets/imagenet-224.py``, see
+:mod:`vispe.evaluation`; ``canvas`` pastes it on a larger canvas) and the config's test metric is measured:
+top-1/top-5 for classifiers, COCO box mAP for detectors (the size is then the shorter image side, and the cap on
+the longer side, 1333 at DETR's 800, scales with it):
 
     vispe eval-resolution work_dirs/detr-r18_sine_fmnist-det work_dirs/detr-r18_irpe-ctx_fmnist-det \\
         --sizes 128 192 256 --out results/detr_extrapolation
+
+Released checkpoints converted by ``vispe convert`` load into eval-only configs: a file of the backbone alone (its
+keys without ``backbone.``, as converted ViTs are, or timm's own ViT file) into an ``ImageClassifier``, the prefix
+added when every key is the backbone's (:func:`vispe.checkpoint.backbone_state_dict`); the file's
+``meta['encodings']`` must name the config's encodings and its ``meta['model']`` agree with the config's model
+(:func:`vispe.checkpoint.check_converted_model`: a head count or slope changes no tensor shape). ``--data-root``
+reads the test set (and the validation set of ``--tune``) under another folder than the config's ``data_root``,
+after checking its layout; ``--device`` (default: the GPU when there is one) and ``--workers`` (default: the config's
+``num_workers``) say where the model runs and how many processes decode the images:
+
+    vispe eval-resolution configs/released/<family>_<variant>_in1k.py::converted.pth \\
+        --sizes 224 320 384 448 512 640 768 1024 --data-root /data/imagenet    # /data/imagenet/val/<wnid>/*.JPEG
+    vispe eval-resolution configs/released/detr-r50_coco-val.py::detr-r50.pth \\
+        --sizes 512 640 800 960 1024 --data-root /data/coco     # val2017/, annotations/instances_val2017.json
 
 The first metric of the evaluator (top1, or bbox_mAP) is the one tabulated and plotted; CSV and JSON
 hold all of them. Test-time
@@ -80,10 +96,13 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 import vispe
+from vispe.checkpoint import check_converted_model, read_checkpoint
 from vispe.engine import load_config, named_unknown_types
-from vispe.engine.arguments import (InvalidArgument, check_distinct, positive_float, positive_int, progress_wanted,
-                                    recorded_command, reported_by, run_main, writable_output)
+from vispe.cli.benchmark import torch_device
+from vispe.engine.arguments import (InvalidArgument, check_distinct, non_negative_int, positive_float, positive_int,
+                                    progress_wanted, recorded_command, reported_by, run_main, writable_output)
 from vispe.evaluation import crop_sweep, multiview_sweep, point_sweep, sweep
+from vispe.evaluation.data_root import move_data_roots
 from vispe.evaluation.encoding_options import check_encoding_options, encoding_options_set, parse_encoding_options
 from vispe.evaluation.resolution_report import resolution_table, write_resolution_outputs
 from vispe.evaluation.tuning import Knob, applied, check_held_out, coordinate_search, tunable_knobs
@@ -143,6 +162,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--tune-subset', type=positive_int, default=1000,
                         help='validation images per setting tried by --tune (a balanced subset, where the validation '
                              'set has a subset option)')
+    parser.add_argument('--data-root', type=Path, default=None, metavar='PATH',
+                        help='classifiers and 2D detectors: read the test set (and the validation set of --tune) '
+                             'under PATH instead of the config\'s data_root, e.g. ImageNet as '
+                             'PATH/val/<class>/<image>, COCO as PATH/val2017/ and '
+                             'PATH/annotations/instances_val2017.json (checked first)')
+    parser.add_argument('--device', type=torch_device, default='cuda' if torch.cuda.is_available() else 'cpu',
+                        help='classifiers and 2D detectors: where the model runs (default: cuda when there is a GPU)')
+    parser.add_argument('--workers', type=non_negative_int, default=None,
+                        help='classifiers and 2D detectors: processes that decode and resize the images (default: the '
+                             'config\'s test_dataloader.num_workers; 0 decodes in this process)')
     parser.add_argument('--out', type=Path, default=Path('results/extrapolation'))
     parser.add_argument('--quiet', action='store_true', help='no progress bar (none either when stderr is not a '
                                                              'terminal)')
@@ -163,6 +192,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         check_distinct('--crop-offsets', args.crop_offsets or [])
         check_distinct('--focal-splits', args.focal_splits or [])
         writable_output(args.out, '--out', suffixes=('.csv', '.seeds.csv', '.json', '.png'))
+        if args.device.type == 'cuda' and not torch.cuda.is_available():
+            raise InvalidArgument('--device', args.device, 'torch sees no CUDA GPU here', 'pass --device cpu')
     return args
 
 
@@ -190,12 +221,14 @@ def collate_function(cfg: Config) -> Any:
 
 @torch.inference_mode()
 def evaluate(model: torch.nn.Module, cfg: Config, dataset: Any, batch_size: int, progress: tqdm,
-             metric: Any = None) -> dict[str, float]:
-    """The config's test metric on ``dataset``, through the model's ``test_step`` (any task); a given ``metric``
-    (an mmengine metric) is evaluated instead, its names with its prefix (``nusc/mAP``)."""
+             metric: Any = None, workers: int = 0) -> dict[str, float]:
+    """The config's test metric on ``dataset``, through the model's ``test_step`` (any task, on the model's device:
+    its data preprocessor moves each batch there), the images decoded by ``workers`` processes (0: in this one); a
+    given ``metric`` (an mmengine metric) is evaluated instead, its names with its prefix (``nusc/mAP``)."""
     prefixed = metric is not None
     metric = metric if prefixed else METRICS.build(cfg.test_evaluator)
-    for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_function(cfg)):
+    for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_function(cfg),
+                            num_workers=workers):
         outputs = model.test_step(batch)
         metric.process(batch, outputs)
         progress.update(len(outputs))
@@ -222,6 +255,11 @@ def tuned_label(label: str) -> str:
     return f'{label}+tuned'
 
 
+def loader_workers(args: argparse.Namespace, cfg: Config) -> int:
+    """``--workers``, else the config's test dataloader's ``num_workers`` (0 when it names none)."""
+    return args.workers if args.workers is not None else int(cfg.test_dataloader.get('num_workers', 0))
+
+
 def tune_at_size(model: torch.nn.Module, cfg: Config, knobs: list[Knob], size: int, args: argparse.Namespace,
                  batch_size: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The knob values that score best on the held-out validation set at ``size``, and the record of the search."""
@@ -234,7 +272,8 @@ def tune_at_size(model: torch.nn.Module, cfg: Config, knobs: list[Knob], size: i
 
     def score() -> float:
         torch.manual_seed(0)
-        results = evaluate(model, cfg, dataset, batch_size, quiet, metric=METRICS.build(cfg.val_evaluator))
+        results = evaluate(model, cfg, dataset, batch_size, quiet, metric=METRICS.build(cfg.val_evaluator),
+                           workers=loader_workers(args, cfg))
         return results[next(iter(results))]
 
     values, best, built, tried = coordinate_search(knobs, score)
@@ -266,6 +305,8 @@ def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: lis
         with named_unknown_types():
             model = MODELS.build(cfg.model).eval()
         vispe.load_checkpoint(model, run.checkpoint)
+        check_converted_model(cfg.model, read_checkpoint(run.checkpoint)[1], str(run.checkpoint))
+        model.to(args.device)
         patch = getattr(getattr(model, 'backbone', model), 'patch_embed', None)
         if patch is not None:
             bad = [size for size in args.sizes if size % patch.patch_size[0]]
@@ -292,13 +333,15 @@ def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: lis
                 datasets[run.label] = {k: v for k, v in dataset_options.items() if k != 'image_size'}
                 torch.manual_seed(0)  # encodings that draw positions in evaluation (RPE2D 'random') draw the same
                 with encoding_options_set(model, options[size]):
-                    run.results[size] = evaluate(model, cfg, dataset, batch_size, progress)
+                    run.results[size] = evaluate(model, cfg, dataset, batch_size, progress,
+                                                 workers=loader_workers(args, cfg))
                 if tuned is not None:
                     progress.set_postfix_str(f'{run.label} @ {size}: tuning {len(knobs)} options on held-out data')
                     values, record = tune_at_size(model, cfg, knobs, size, args, batch_size)
                     with applied(knobs, values):
                         torch.manual_seed(0)
-                        tuned.results[size] = evaluate(model, cfg, dataset, batch_size, progress)
+                        tuned.results[size] = evaluate(model, cfg, dataset, batch_size, progress,
+                                                       workers=loader_workers(args, cfg))
                     tuning.setdefault(run.label, {})[str(size)] = record
             if tuned is not None:
                 tuned_runs.append(tuned)
@@ -468,6 +511,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command = recorded_command('eval-resolution', argv)
     runs = [resolve_run(spec, args.checkpoint_name) for spec in args.runs]
     configs = [load_config(run.config) for run in runs]
+    if args.data_root is not None and any(kind.is_config(cfg) for cfg in configs for kind in
+                                          (point_sweep.POINTS, crop_sweep.CROPS, multiview_sweep.MULTIVIEW)):
+        raise InvalidArgument('--data-root', args.data_root, 'it moves the data of classifiers and 2D detectors, '
+                              'and these runs are 3D', 'leave out --data-root and set the data root in the config')
     if one_kind(runs, configs, point_sweep.POINTS.is_config, 'point-cloud detectors'):
         return evaluate_points(args, runs, configs)
     if one_kind(runs, configs, crop_sweep.CROPS.is_config, 'crop-depth models'):
@@ -491,7 +538,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if given:
         raise InvalidArgument(given[0], [run.label for run in runs], f'{given[0]} is for multi-view 3D runs '
                               f'(PETRDetector configs) and these runs are not', f'leave out {given[0]}')
+    if args.data_root is not None:
+        move_data_roots(args.data_root, [run.label for run in runs], configs)
     return evaluate_single_view(args, runs, configs)
+
 
 if __name__ == '__main__':
     run_main(main)

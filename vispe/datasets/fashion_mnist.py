@@ -81,7 +81,8 @@ class FashionMNIST(Dataset):
         image_size: S, the size the model sees.
         train_augment: random resized crop + flip (the scale augmentation of ViT recipes).
         crop_scale: area range of the random resized crop.
-        eval_mode: how an evaluation image reaches S: 'upsample' (the LookHere protocol) or
+        eval_mode: how an evaluation image reaches S: 'upsample' (resized whole, as LookHere's pipeline resizes a
+            square image at sizes other than 224: :mod:`vispe.evaluation`) or
             'canvas' (pasted at 28 px in the centre of an S×S canvas: same object scale, more patches).
         subset: keep this many images, the same count per class, chosen with ``subset_seed``.
         subset_seed: seed of the subset choice.

@@ -20,8 +20,9 @@ def classification_transform(image_size: int, source_size: int, train_augment: b
     are resized to S in training and ``'upsample'`` evaluation (a no-op at S).
 
     Training with ``train_augment``: random resized crop (area ``crop_scale``, aspect 3/4–4/3) and
-    horizontal flip. Evaluation: ``'upsample'`` resizes the whole image to S (bilinear, antialiased:
-    the LookHere protocol, objects grow); ``'canvas'`` keeps the source size and pads it with zeros
+    horizontal flip. Evaluation: ``'upsample'`` resizes the whole image to S (bilinear, antialiased: what
+    LookHere's pipeline does to a square image at sizes other than 224, objects grow; :mod:`vispe.evaluation`);
+    ``'canvas'`` keeps the source size and pads it with zeros
     to S×S around the centre (objects keep their scale, the grid gains patches).
 
     Raises:
