@@ -13,5 +13,6 @@ PETR = register_converter(CheckpointConverter(
     signature=(r'^pts_bbox_head\.', r'^img_backbone\.', r'transformer\.decoder\.layers\.\d+\.attentions\.'),
     keys_described='keys (img_backbone.*, pts_bbox_head.* with mmcv decoder layers)',
     released='the README tables of megvii-research/PETR (Google Drive) and drilistbox/3DPPE',
-    license='PETR: the LICENSE of megvii-research/PETR; 3DPPE: none stated (no LICENSE file in drilistbox/3DPPE)',
+    license='PETR: Apache-2.0 (the LICENSE of megvii-research/PETR); 3DPPE: none stated (no LICENSE file in '
+            'drilistbox/3DPPE)',
 ))
