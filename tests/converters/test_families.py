@@ -39,3 +39,16 @@ def test_a_file_of_another_family_is_refused_naming_its_own(owner: str, other: s
 @pytest.mark.parametrize('owner', [*FILES, 'petr'])
 def test_each_golden_file_passes_its_own_familys_check(owner: str) -> None:
     assert list_converters()[owner].resemblance(list(family_file(owner))) == 1.0
+
+
+REPO = Path(__file__).parents[2]
+# Families documented on another family's card (the same files, another backbone dilation).
+CARD_OF = {'detr-dc5': 'detr'}
+
+
+@pytest.mark.parametrize('family', list(list_converters()))
+def test_every_family_has_a_card_and_a_docs_row(family: str) -> None:
+    card = REPO / 'models' / 'released' / CARD_OF.get(family, family) / 'README.md'
+    assert card.is_file(), f'{family} has no card at {card}'
+    assert f'vispe convert {family} ' in card.read_text() or family in CARD_OF
+    assert f'`{family}`' in (REPO / 'docs' / 'released-weights.md').read_text()
