@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from vispe.converters import CheckpointFamilyError, list_converters
+from vispe.converters import CheckpointFamilyError, UnsupportedCheckpointError, list_converters
 from vispe.converters.files import ConversionMismatchError, convert_checkpoint
 from vispe.serialization import CorruptCheckpointError, UnsafeCheckpointError
 
@@ -45,8 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         conversion = convert_checkpoint(args.kind, args.source, args.output, config=args.config)
-    except (CheckpointFamilyError, ConversionMismatchError, CorruptCheckpointError, UnsafeCheckpointError,
-            FileNotFoundError) as error:
+    except (CheckpointFamilyError, UnsupportedCheckpointError, ConversionMismatchError, CorruptCheckpointError,
+            UnsafeCheckpointError, FileNotFoundError) as error:
         message = str(error).strip("'")
         print(message if message.endswith('Nothing written.') else f'{message.rstrip(".")}. Nothing written.',
               file=sys.stderr)

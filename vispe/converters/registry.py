@@ -32,6 +32,11 @@ class CheckpointFamilyError(ValueError):
     """A checkpoint given to the converter of another family, or one of no known family."""
 
 
+class UnsupportedCheckpointError(ValueError):
+    """A checkpoint of the family that vispe cannot convert exactly: a variant no vispe model computes, or a setting
+    the file does not carry (the message names what to give)."""
+
+
 @dataclass
 class Conversion:
     """A converted state dict and what did not come across.
@@ -59,23 +64,27 @@ class CheckpointConverter:
 
     Attributes:
         name: the family's name on the command line (``vispe convert NAME IN OUT``).
-        convert: ``(state_dict, source) -> Conversion``; ``source`` names the file in error messages.
+        convert: ``(state_dict, source, **entries) -> Conversion``; ``source`` names the file in error messages,
+            ``entries`` are the file's top-level entries named in ``file_entries`` (those it has).
         summary: one line: the paper, the repository and what the converted model is.
         signature: regular expressions of keys that identify the family's files (searched in every key).
         keys_described: the family's keys in words, for error messages (e.g. "keys under pts_bbox_head.").
         released: where the authors publish the weights, or that they released none.
         license: the license of the released weights.
         version: bumped whenever the conversion of the same file changes; written into converted files.
+        file_entries: top-level entries of the released file, beside its state dict, that the conversion reads
+            (e.g. LookHere's ``config``: the attention directions are in no tensor).
     """
 
     name: str
-    convert: Callable[[StateDict, str], Conversion]
+    convert: Callable[..., Conversion]
     summary: str
     signature: tuple[str, ...]
     keys_described: str
     released: str
     license: str
     version: int = 1
+    file_entries: tuple[str, ...] = ()
 
     def resemblance(self, keys: Sequence[str]) -> float:
         """The share of this family's signature patterns that some key matches."""
@@ -147,8 +156,16 @@ def check_family(converter: CheckpointConverter, state_dict: StateDict, source: 
         f'({sample or "none"}) are not its {converter.keys_described}. {resembles}')
 
 
-def convert_state_dict(family: str, state_dict: StateDict, source: str = 'the checkpoint') -> Conversion:
-    """Convert a released state dict of ``family`` into vispe's names (the family is checked first)."""
+def convert_state_dict(family: str, state_dict: StateDict, source: str = 'the checkpoint',
+                       **entries: Any) -> Conversion:
+    """Convert a released state dict of ``family`` into vispe's names (the family is checked first).
+
+    ``entries``: the file's top-level entries beside the state dict that the family reads
+    (:attr:`CheckpointConverter.file_entries`, e.g. ``config=`` for LookHere); others are refused."""
     converter = get_converter(family)
+    unknown = sorted(set(entries) - set(converter.file_entries))
+    if unknown:
+        raise TypeError(f'The {family!r} converter reads no file entries {unknown}; it reads '
+                        f'{list(converter.file_entries) or "only the state dict"}.')
     check_family(converter, state_dict, source)
-    return converter.convert(state_dict, source)
+    return converter.convert(state_dict, source, **entries)
