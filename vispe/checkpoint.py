@@ -11,7 +11,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -19,7 +19,7 @@ from torch import nn
 from vispe import serialization
 from vispe.encodings import EncodingStack, LearnedAPE, PositionEncoding
 
-STATE_DICT_KEYS = ('state_dict', 'model', 'state_dict_ema', 'model_ema', 'module')
+STATE_DICT_KEYS = ('state_dict', 'model', 'state_dict_ema', 'model_ema', 'module', 'weights')
 # strict=False warns when fewer than this share of the model's tensors came from the checkpoint.
 LOW_LOAD_FRACTION = 0.5
 TRUST_HINT = ('If the file comes from elsewhere, ask for its weights as a state dict of tensors or a .safetensors file. '
@@ -39,7 +39,7 @@ def read_checkpoint(path: str | os.PathLike, trusted: bool = False) -> tuple[dic
     """The parameters stored in a checkpoint file (torch or safetensors) and its metadata.
 
     Accepts a bare state dict, or one nested under ``state_dict`` (mmengine), ``model`` (DeiT,
-    timm train.py) or ``state_dict_ema``; strips a DDP ``module.`` prefix.
+    timm train.py), ``state_dict_ema`` or ``weights`` (LookHere); strips a DDP ``module.`` prefix.
 
     Args:
         path: the file.
@@ -50,11 +50,29 @@ def read_checkpoint(path: str | os.PathLike, trusted: bool = False) -> tuple[dic
         (state dict, metadata): ``meta`` of vispe and mmengine checkpoints (training config, epoch,
         metrics, encodings), else ``{}``.
     """
+    state_dict, loaded = _read(path, trusted)
+    meta = loaded.get('meta') if isinstance(loaded, Mapping) else None
+    return state_dict, dict(meta) if isinstance(meta, Mapping) else {}
+
+
+def read_checkpoint_entries(path: str | os.PathLike, names: Sequence[str],
+                            trusted: bool = False) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """The parameters stored in a checkpoint file (see :func:`read_checkpoint`) and the top-level entries ``names``
+    stored beside them, those the file has (e.g. the ``config`` dict of LookHere's released files; read by the same
+    allow-list unpickler, so only plain data and tensors)."""
+    state_dict, loaded = _read(path, trusted)
+    entries = {name: loaded[name] for name in names if isinstance(loaded, Mapping) and name in loaded}
+    return state_dict, entries
+
+
+def _read(path: str | os.PathLike, trusted: bool) -> tuple[dict[str, torch.Tensor], Any]:
+    """(state dict, the whole loaded object) of a checkpoint file."""
     path = os.fspath(path)
     if path.endswith('.safetensors'):
         from safetensors.torch import load_file
         try:
-            return load_file(path, device='cpu'), {}
+            state_dict = load_file(path, device='cpu')
+            return state_dict, state_dict
         except FileNotFoundError:
             raise FileNotFoundError(f'Checkpoint not found: {path}') from None
         except Exception as exc:  # safetensors raises its own error types for corrupt headers
@@ -74,8 +92,7 @@ def read_checkpoint(path: str | os.PathLike, trusted: bool = False) -> tuple[dic
                                       f'one of {", ".join(STATE_DICT_KEYS)}.')
     if state_dict and all(key.startswith('module.') for key in state_dict):
         state_dict = {key[len('module.'):]: value for key, value in state_dict.items()}
-    meta = loaded.get('meta') if isinstance(loaded, Mapping) else None
-    return dict(state_dict), dict(meta) if isinstance(meta, Mapping) else {}
+    return dict(state_dict), loaded
 
 
 def read_state_dict(path: str | os.PathLike, trusted: bool = False) -> dict[str, torch.Tensor]:

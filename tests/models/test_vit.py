@@ -253,3 +253,35 @@ def test_retrofit_of_a_vispe_model_keeps_its_ape() -> None:
     table = vit.encoding.pos_embed
     vispe.retrofit(vit, encoding=['LearnedAPE', 'SinCos2D'])
     assert vit.encoding.encodings[0].pos_embed is table
+
+
+def test_norm_eps_and_a_two_layer_head() -> None:
+    """create_vit's norm_eps sets every LayerNorm's eps; head_hidden_dim makes the head fc2(act(fc1(x)))."""
+    model = tiny_vit(norm_eps=1e-5, head_hidden_dim=24, head_act='relu')
+    norms = [module for module in model.modules() if isinstance(module, torch.nn.LayerNorm)]
+    assert norms and {norm.eps for norm in norms} == {1e-5}
+    assert {norm.eps for norm in tiny_vit().modules() if isinstance(norm, torch.nn.LayerNorm)} == {1e-6}
+    assert tuple(model.head.fc1.weight.shape) == (24, 64) and tuple(model.head.fc2.weight.shape) == (10, 24)
+    images = torch.randn(2, 3, 32, 32)
+    features = model.forward_head(model.forward_features(images), pre_logits=True)
+    expected = model.head.fc2(torch.relu(model.head.fc1(features)))
+    assert max_diff(model(images), expected) == 0
+    classifier = vispe.MODELS.build(dict(type='ImageClassifier', head_bias_init=-6.9,
+                                         backbone=dict(type='TimmViT', model_name='vit_tiny_patch16_224', img_size=32,
+                                                       patch_size=8, embed_dim=64, depth=1, num_heads=2,
+                                                       num_classes=10, head_hidden_dim=16)))
+    assert torch.equal(classifier.backbone.head.fc2.bias, torch.full((10,), -6.9))
+    values = torch.linspace(-3, 3, 7)
+    assert torch.equal(classifier.backbone.head.act(values), torch.tanh(values))
+
+
+@pytest.mark.parametrize('overrides, message', [
+    (dict(norm_eps=0.0), 'norm_eps must be > 0'),
+    (dict(norm_eps=1e-5, norm_layer='layernorm'), 'give norm_eps .* or norm_layer'),
+    (dict(head_hidden_dim=0), 'head_hidden_dim must be a whole number'),
+    (dict(head_hidden_dim=8, head_act='nope'), "head_act 'nope' is not a timm activation"),
+    (dict(head_hidden_dim=8, num_classes=0), 'needs num_classes >= 1'),
+])
+def test_norm_eps_and_head_options_refuse_bad_values(overrides, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        tiny_vit(**overrides)

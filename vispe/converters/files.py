@@ -39,10 +39,11 @@ def convert_checkpoint(family: str, source: str | os.PathLike, output: str | os.
                        config: str | os.PathLike | None = None, **options: Any) -> Conversion:
     """Convert the released checkpoint ``source`` of ``family`` into ``output``, a vispe checkpoint.
 
-    The file is read without running code from it (:func:`vispe.checkpoint.read_state_dict`), converted, and checked
-    by loading it with ``strict=True`` into its vispe model (``config``'s, or the one the converter inferred from the
-    tensors). ``output`` is written atomically as ``{'state_dict': ..., 'meta': ...}``; ``meta`` names the source,
-    the family, the converter's version, what stayed unmapped, the model config and its encodings, so that
+    The file is read without running code from it (:func:`vispe.checkpoint.read_checkpoint_entries`: the state
+    dict and the entries beside it that the family reads, :attr:`CheckpointConverter.file_entries`), converted, and
+    checked by loading it with ``strict=True`` into its vispe model (``config``'s, or the one the converter inferred
+    from the tensors). ``output`` is written atomically as ``{'state_dict': ..., 'meta': ...}``; ``meta`` names the
+    source, the family, the converter's version, what stayed unmapped, the model config and its encodings, so that
     :func:`vispe.load_checkpoint` can check the encodings of the model it is loaded into. ``options`` go to the
     family's converter (:func:`vispe.converters.registry.converter_options`).
 
@@ -54,12 +55,13 @@ def convert_checkpoint(family: str, source: str | os.PathLike, output: str | os.
             nothing is written.
         vispe.serialization.CorruptCheckpointError: a truncated or damaged file.
     """
-    from vispe.checkpoint import model_encodings, read_state_dict
+    from vispe.checkpoint import model_encodings, read_checkpoint_entries
     from vispe.engine.hooks import save_atomically
     converter = get_converter(family)
     source = os.fspath(source)
     from vispe.registry import MODELS
-    conversion = convert_state_dict(family, read_state_dict(source), source, **options)
+    state_dict, entries = read_checkpoint_entries(source, converter.file_entries)
+    conversion = convert_state_dict(family, state_dict, source, **entries, **options)
     model_config = target_config(conversion, config)
     model = None if model_config is None else MODELS.build(model_config)
     meta: dict[str, Any] = dict(converted_from=source, kind=family, converter_version=converter.version,

@@ -33,6 +33,11 @@ class CheckpointFamilyError(ValueError):
     """A checkpoint given to the converter of another family, or one of no known family."""
 
 
+class UnsupportedCheckpointError(ValueError):
+    """A checkpoint of the family that vispe cannot convert exactly: a variant no vispe model computes, or a setting
+    the file does not carry (the message names what to give)."""
+
+
 @dataclass
 class Conversion:
     """A converted state dict and what did not come across.
@@ -60,23 +65,27 @@ class CheckpointConverter:
 
     Attributes:
         name: the family's name on the command line (``vispe convert NAME IN OUT``).
-        convert: ``(state_dict, source) -> Conversion``; ``source`` names the file in error messages.
+        convert: ``(state_dict, source, **entries) -> Conversion``; ``source`` names the file in error messages,
+            ``entries`` are the file's top-level entries named in ``file_entries`` (those it has).
         summary: one line: the paper, the repository and what the converted model is.
         signature: regular expressions of keys that identify the family's files (searched in every key).
         keys_described: the family's keys in words, for error messages (e.g. "keys under pts_bbox_head.").
         released: where the authors publish the weights, or that they released none.
         license: the license of the released weights.
         version: bumped whenever the conversion of the same file changes; written into converted files.
+        file_entries: top-level entries of the released file, beside its state dict, that the conversion reads
+            (e.g. LookHere's ``config``: the attention directions are in no tensor).
     """
 
     name: str
-    convert: Callable[[StateDict, str], Conversion]
+    convert: Callable[..., Conversion]
     summary: str
     signature: tuple[str, ...]
     keys_described: str
     released: str
     license: str
     version: int = 1
+    file_entries: tuple[str, ...] = ()
 
     def resemblance(self, keys: Sequence[str]) -> float:
         """The share of this family's signature patterns that some key matches."""
@@ -150,21 +159,26 @@ def check_family(converter: CheckpointConverter, state_dict: StateDict, source: 
 
 def converter_options(converter: CheckpointConverter) -> dict[str, Any]:
     """The keyword options of a family's ``convert`` (what the tensors cannot say, e.g. DETR's head count) and their
-    defaults."""
+    defaults; the file entries it reads (:attr:`CheckpointConverter.file_entries`) are not options."""
     parameters = list(inspect.signature(converter.convert).parameters.values())[2:]
     return {parameter.name: parameter.default for parameter in parameters
-            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
+            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+            and parameter.name not in converter.file_entries}
 
 
 def convert_state_dict(family: str, state_dict: StateDict, source: str = 'the checkpoint',
-                       **options: Any) -> Conversion:
-    """Convert a released state dict of ``family`` into vispe's names (the family is checked first); ``options`` go
-    to the family's converter (:func:`converter_options`; an unknown one is refused with those it takes)."""
+                       **arguments: Any) -> Conversion:
+    """Convert a released state dict of ``family`` into vispe's names (the family is checked first).
+
+    ``arguments``: the family converter's options (:func:`converter_options`) and the file's top-level entries
+    beside the state dict that the family reads (:attr:`CheckpointConverter.file_entries`, e.g. ``config=`` for
+    LookHere); anything else is refused with what the family takes."""
     converter = get_converter(family)
     accepted = converter_options(converter)
-    unknown = sorted(set(options) - set(accepted))
+    unknown = sorted(set(arguments) - set(accepted) - set(converter.file_entries))
     if unknown:
         takes = ', '.join(f'{name}={default!r}' for name, default in accepted.items()) or 'no options'
-        raise TypeError(f'The {family!r} converter has no option {", ".join(unknown)}; it takes {takes}.')
+        reads = f'; it reads the file entries {", ".join(converter.file_entries)}' if converter.file_entries else ''
+        raise TypeError(f'The {family!r} converter has no option {", ".join(unknown)}; it takes {takes}{reads}.')
     check_family(converter, state_dict, source)
-    return converter.convert(state_dict, source, **options)
+    return converter.convert(state_dict, source, **arguments)

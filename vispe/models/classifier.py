@@ -24,7 +24,8 @@ class ImageClassifier(BaseModel):
         loss: 'ce' (softmax cross-entropy) or 'bce' (binary cross-entropy on one-hot or mixed targets).
         batch_augment: timm ``Mixup`` arguments (mixup/cutmix on training batches), e.g.
             ``dict(mixup_alpha=0.8, cutmix_alpha=1.0, num_classes=1000)``.
-        head_bias_init: constant for the classifier bias (LookHere: −6.9 ≈ log(1/1000) with BCE).
+        head_bias_init: constant for the classifier bias (LookHere: −6.9 ≈ log(1/1000) with BCE); the
+            output layer's bias of a two-layer head.
     """
 
     def __init__(self, backbone: dict | torch.nn.Module, label_smoothing: float = 0.0, loss: str = 'ce',
@@ -38,7 +39,9 @@ class ImageClassifier(BaseModel):
         self.loss = loss
         self.mixup = Mixup(**batch_augment) if batch_augment else None
         if head_bias_init is not None:
-            torch.nn.init.constant_(self.backbone.get_classifier().bias, head_bias_init)
+            head = self.backbone.get_classifier()
+            # a two-layer head (create_vit's head_hidden_dim): the bias of its output layer, as LookHere's
+            torch.nn.init.constant_(getattr(head, 'fc2', head).bias, head_bias_init)
 
     def init_weights(self) -> None:
         """Keep the weights the model was built with; apply ``init_cfg`` if one is given.

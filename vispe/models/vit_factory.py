@@ -7,10 +7,12 @@ timm's architecture (and its pretrained weights) with ``timm.create_model`` and 
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 from typing import Any, Sequence
 
 import timm
+from timm.layers import LayerNorm, Mlp, get_act_layer
 from torch import nn
 
 from vispe.checkpoint import load_weights
@@ -54,6 +56,9 @@ def create_vit(
         pretrained: bool | str | os.PathLike = False,
         nonfinite_inputs: str = 'raise',
         extra_geometry: Sequence[str] = (),
+        norm_eps: float | None = None,
+        head_hidden_dim: int | None = None,
+        head_act: str = 'tanh',
         **kwargs: Any,
 ) -> VisionTransformer:
     """Build a timm ViT architecture by name with any vispe encoding.
@@ -79,6 +84,11 @@ def create_vit(
         nonfinite_inputs: 'raise', 'warn' or 'ignore' for NaN/inf pixels (see :class:`VisionTransformer`);
             vispe's option, not passed to timm.
         extra_geometry: what a host gives the positions beyond the patch grid (see :class:`VisionTransformer`).
+        norm_eps: the eps of every LayerNorm (timm's ViTs use 1e-6; models built on ``torch.nn.LayerNorm`` or
+            HuggingFace's CLIP use 1e-5, which released weights need to give their authors' outputs).
+        head_hidden_dim: a two-layer head ``fc2(act(fc1(x)))`` with this hidden width instead of one linear layer
+            (timm's ``Mlp``: keys ``head.fc1.*``, ``head.fc2.*``), as LookHere's DeiT-III models have it.
+        head_act: the activation of that head: a timm activation name ('tanh' as LookHere, 'relu', ...).
 
     Example:
         >>> vit = create_vit('vit_small_patch16_224', encoding=dict(type='SinCos2D'), num_classes=10)
@@ -99,6 +109,17 @@ def create_vit(
     if not isinstance(pretrained, (bool, str, os.PathLike)):
         raise TypeError(f'pretrained must be True/False, a checkpoint path, a save_for_hf folder, an '
                         f"'hf-hub:org/name' id or a vispe zoo card; got {type(pretrained).__name__}.")
+    architecture = dict(kwargs)  # what rebuilds the model (timm's _model_args), before norm_eps becomes a layer
+    if norm_eps is not None:
+        if 'norm_layer' in kwargs:
+            raise ValueError(f'create_vit: give norm_eps ({norm_eps}) or norm_layer ({kwargs["norm_layer"]!r}), not '
+                             f'both; norm_eps sets the eps of timm\'s LayerNorm.')
+        if not norm_eps > 0:
+            raise ValueError(f'create_vit: norm_eps must be > 0 (e.g. 1e-5 or 1e-6); got {norm_eps!r}.')
+        kwargs['norm_layer'] = functools.partial(LayerNorm, eps=float(norm_eps))
+        architecture['norm_eps'] = norm_eps
+    if head_hidden_dim is not None:
+        architecture.update(head_hidden_dim=head_hidden_dim, head_act=head_act)
     if not timm.is_model(model_name):
         close = difflib.get_close_matches(model_name, timm.list_models('vit_*'), n=3, cutoff=0.6)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ''
@@ -111,6 +132,8 @@ def create_vit(
     feature_cfg = {key: timm_kwargs.pop(key) for key in ('out_indices', 'feature_cls') if key in timm_kwargs}
     model = retrofit(timm.create_model(model_name, pretrained=base_weights, **timm_kwargs), encoding,
                      nonfinite_inputs=nonfinite_inputs, extra_geometry=extra_geometry)
+    if head_hidden_dim is not None:
+        model.head = mlp_head(model, head_hidden_dim, head_act)
     weights_note = None
     if base_weights:
         weights_note = f'weights: timm {describe_weights(model.pretrained_cfg)}, converted to this encoding'
@@ -119,8 +142,24 @@ def create_vit(
     elif pretrained:
         load_pretrained(model, pretrained, new_classifier='num_classes' in kwargs)
         weights_note = f'weights: {os.fspath(pretrained)}'
-    describe_for_timm(model, model_name, encoding, kwargs, weights_note, nonfinite_inputs, extra_geometry)
+    describe_for_timm(model, model_name, encoding, architecture, weights_note, nonfinite_inputs, extra_geometry)
     return feature_extractor(model, **feature_cfg) if features_only else model
+
+
+def mlp_head(model: VisionTransformer, hidden_dim: int, act: str) -> Mlp:
+    """A two-layer classifier ``fc2(act(fc1(x)))`` for ``model``'s features and classes."""
+    if isinstance(hidden_dim, bool) or not isinstance(hidden_dim, int) or hidden_dim < 1:
+        raise ValueError(f'create_vit: head_hidden_dim must be a whole number of at least 1; got {hidden_dim!r}.')
+    if model.num_classes < 1:
+        raise ValueError(f'create_vit: head_hidden_dim={hidden_dim} needs num_classes >= 1 (a head to put it in); '
+                         f'got num_classes={model.num_classes}.')
+    try:
+        act_layer = get_act_layer(act)
+    except (KeyError, ValueError, TypeError):
+        act_layer = None
+    if act_layer is None:
+        raise ValueError(f'create_vit: head_act {act!r} is not a timm activation; use e.g. "tanh", "relu" or "gelu".')
+    return Mlp(model.head_hidden_size, hidden_dim, model.num_classes, act_layer=act_layer)
 
 
 def describe_weights(pretrained_cfg: dict[str, Any]) -> str:
