@@ -89,5 +89,5 @@ def test_a_truncated_file_is_refused_naming_it(tmp_path: Path, capsys) -> None:
 
 
 def test_file_entries_the_family_does_not_read_are_refused() -> None:
-    with pytest.raises(TypeError, match=r"The 'comrope' converter reads no file entries \['config'\]"):
+    with pytest.raises(TypeError, match=r"The 'comrope' converter has no option config; it takes no options\."):
         convert_state_dict('comrope', read_state_dict(DATA / 'state_dict.pt'), config={})

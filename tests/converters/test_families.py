@@ -14,7 +14,8 @@ from ..models.petr.test_convert import reference_state_dict
 
 RELEASED = Path(__file__).parents[1] / 'data' / 'released'
 FILES = {'rope-vit': 'rope-vit/state_dict.pt', 'irpe-deit': 'irpe-deit/state_dict_qkv.pt',
-         'cpvt': 'cpvt/state_dict_cls.pt', 'detr': 'detr/state_dict.pt', 'vdetr': 'vdetr/state_dict.pt'}
+         'cpvt': 'cpvt/state_dict_cls.pt', 'detr': 'detr/state_dict.pt', 'vdetr': 'vdetr/state_dict.pt',
+         'lookhere': 'lookhere/state_dict.pt', 'comrope': 'comrope/state_dict.pt'}
 # Families whose converters read the same files (DETR with and without a dilated last stage).
 SAME_FILES = {'detr': {'detr-dc5'}}
 
