@@ -89,7 +89,7 @@ def independent_metrics(work_dir: Path, split: str, image_size: tuple[int, int],
 
 
 def test_sweep_evaluates_every_rig_zoom_and_size(petr_runs, tmp_path, monkeypatch, capsys) -> None:
-    evaluation = load_tool('eval_resolution')
+    evaluation = load_tool('eval_sweeps_3d')  # the multi-view sweep of eval-resolution
     seen = []
     original = evaluation.evaluate
 

@@ -13,7 +13,7 @@ from vispe.geometry import Positions
 from vispe.models import VisionTransformer, create_vit, retrofit
 from vispe.visualization import capture_attention
 
-__version__ = '0.4.0'
+__version__ = '0.5.0'
 
 __all__ = [
     'DATASETS', 'ENCODINGS', 'METRICS', 'MODELS', 'TRANSFORMS', 'CheckpointMismatchError', 'CorruptCheckpointError',

@@ -81,22 +81,18 @@ shows AbsRel:
 from __future__ import annotations
 
 import argparse
-import functools
-import logging
 import sys
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 from mmengine.config import Config
-from mmengine.logging import MMLogger
-from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 import vispe
 from vispe.checkpoint import check_converted_model, read_checkpoint
+from vispe.cli.eval_runs import Run, evaluate, resolve_run
+from vispe.cli.eval_sweeps_3d import evaluate_crops, evaluate_multiview, evaluate_points
 from vispe.engine import load_config, named_unknown_types
 from vispe.cli.benchmark import torch_device
 from vispe.engine.arguments import (InvalidArgument, check_distinct, non_negative_int, positive_float, positive_int,
@@ -108,17 +104,6 @@ from vispe.evaluation.resolution_report import resolution_table, write_resolutio
 from vispe.evaluation.tuning import Knob, applied, check_held_out, coordinate_search, tunable_knobs
 from vispe.datasets.crop_depth import CROP_SPLITS, OFFSET_BINS
 from vispe.registry import DATASETS, METRICS, MODELS
-
-
-@dataclass
-class Run:
-    """One trained model: its label, config and checkpoint."""
-
-    label: str
-    config: Path
-    checkpoint: Path
-    results: dict[Any, dict[str, float]] = field(default_factory=dict)  # by size, or by SweepPoint (3D)
-    tuned_from: str | None = None  # the label of the run whose options --tune chose
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -195,44 +180,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         if args.device.type == 'cuda' and not torch.cuda.is_available():
             raise InvalidArgument('--device', args.device, 'torch sees no CUDA GPU here', 'pass --device cpu')
     return args
-
-
-def resolve_run(spec: str, checkpoint_name: str) -> Run:
-    if '::' in spec:
-        config, checkpoint = (Path(part) for part in spec.split('::', 1))
-        return Run(config.stem, config, checkpoint)
-    work_dir = Path(spec)
-    if not work_dir.is_dir():
-        raise FileNotFoundError(f'{work_dir} is not a work dir; pass a work dir or CONFIG::CHECKPOINT.')
-    configs = sorted(work_dir.glob('*.py'))
-    if len(configs) != 1:
-        raise FileNotFoundError(f'{work_dir} should hold exactly one config (.py) dumped by training; found '
-                                f'{[c.name for c in configs]}. Pass CONFIG::CHECKPOINT instead.')
-    return Run(work_dir.name, configs[0], work_dir / checkpoint_name)
-
-
-def collate_function(cfg: Config) -> Any:
-    """The test dataloader's collate function (mmengine's FUNCTIONS registry, scoped names allowed)."""
-    from mmengine.registry import FUNCTIONS
-    collate = dict(cfg.test_dataloader.get('collate_fn', dict(type='pseudo_collate')))
-    function = FUNCTIONS.get(collate.pop('type'))
-    return function if not collate else (lambda batch: function(batch, **collate))
-
-
-@torch.inference_mode()
-def evaluate(model: torch.nn.Module, cfg: Config, dataset: Any, batch_size: int, progress: tqdm,
-             metric: Any = None, workers: int = 0) -> dict[str, float]:
-    """The config's test metric on ``dataset``, through the model's ``test_step`` (any task, on the model's device:
-    its data preprocessor moves each batch there), the images decoded by ``workers`` processes (0: in this one); a
-    given ``metric`` (an mmengine metric) is evaluated instead, its names with its prefix (``nusc/mAP``)."""
-    prefixed = metric is not None
-    metric = metric if prefixed else METRICS.build(cfg.test_evaluator)
-    for batch in DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate_function(cfg),
-                            num_workers=workers):
-        outputs = model.test_step(batch)
-        metric.process(batch, outputs)
-        progress.update(len(outputs))
-    return metric.evaluate(len(dataset)) if prefixed else metric.compute_metrics(metric.results)
 
 
 def dataset_cfg(cfg: Config, size: int, eval_mode: str, subset: int | None) -> dict[str, Any]:
@@ -359,142 +306,6 @@ def evaluate_single_view(args: argparse.Namespace, runs: list[Run], configs: lis
                                        train_sizes, groups, summaries, tuning)
     print(f'wrote {", ".join(map(str, written))}')
     return 0
-
-
-def sweep_dataset(cfg: Config, point: multiview_sweep.SweepPoint, label: str) -> Any:
-    """The test set at ``point``; a rig whose split the data root lacks names --rigs."""
-    try:
-        with named_unknown_types():
-            return DATASETS.build(multiview_sweep.sweep_dataset_cfg(cfg, point))
-    except ValueError as error:
-        if point.rig == multiview_sweep.CONFIG_RIG or f'split {point.split!r}' not in str(error):
-            raise
-        raise InvalidArgument('--rigs', point.rig, f'{label}: {error}', 'the rigs are splits of mv-scenes (train: '
-                              'test-rig1, other: val); evaluate an mv-scenes config, or leave out --rigs to use the '
-                              'config\'s test split') from None
-
-
-def quiet_logger() -> None:
-    """Metrics log through mmengine's current logger: keep their warnings, on stderr, and drop their INFO tables
-    (one per point) so that stdout holds the result table only."""
-    logger = MMLogger.get_instance(f'eval_resolution_{time.monotonic_ns()}', log_level='WARNING')
-    for handler in logger.handlers:
-        if type(handler) is logging.StreamHandler:
-            handler.setStream(sys.stderr)
-
-
-def evaluate_multiview(args: argparse.Namespace, runs: list[Run], run_configs: list[Config]) -> int:
-    """PETR / 3DPPE runs: nuScenes metrics at every (rig, intrinsics scale, image height) of the sweep."""
-    if args.eval_mode != 'upsample':
-        raise InvalidArgument('--eval-mode', args.eval_mode, 'multi-view 3D runs resize their images and cameras',
-                              'leave out --eval-mode')
-    if args.subset is not None:
-        raise InvalidArgument('--subset', args.subset, 'the nuScenes metric needs every sample of the split',
-                              'leave out --subset')
-    if args.tune:
-        raise InvalidArgument('--tune', True, 'multi-view 3D runs have no held-out split to choose options on',
-                              'leave out --tune')
-    labels = [run.label for run in runs]
-    check_distinct('runs', labels)
-    configs = dict(zip(labels, run_configs))
-    evaluators = {}
-    for run in runs:
-        multiview_sweep.MULTIVIEW.check_config(configs[run.label], run.label)
-        evaluators[run.label] = multiview_sweep.nuscenes_evaluator(configs[run.label], run.config, 'run')
-    groups = sweep.seed_groups(labels, configs) if args.group_seeds else None
-    scales = args.intrinsics_scale or [1.0]
-    points = {label: multiview_sweep.sweep_points(configs[label], args.sizes, scales, args.rigs) for label in labels}
-    options = parse_encoding_options(args.encoding_options, args.sizes)
-    models = {}
-    for run in runs:
-        with named_unknown_types():
-            model = MODELS.build(configs[run.label].model).eval()
-        stride = model.backbone.stride
-        small = [point.image_size for point in points[run.label] if min(point.image_size) < stride]
-        if small:
-            raise InvalidArgument('--sizes', args.sizes, f'{run.label}: image size {small[0]} is smaller than the '
-                                  f'backbone\'s stride {stride}', f'give heights and widths of at least {stride}')
-        vispe.load_checkpoint(model, run.checkpoint)
-        models[run.label] = model
-    check_encoding_options(list(models.items()), options)
-    quiet_logger()
-    metrics: dict[tuple[str, str], Any] = {}  # one metric per run and split: its ground truth is read once
-
-    def metric(label: str, point: multiview_sweep.SweepPoint) -> Any:
-        if (label, point.split) not in metrics:
-            metrics[(label, point.split)] = METRICS.build(multiview_sweep.sweep_evaluator_cfg(evaluators[label],
-                                                                                              point.split))
-        return metrics[(label, point.split)]
-
-    sweep.evaluate_runs(multiview_sweep.MULTIVIEW, runs, configs, points, sweep_dataset, args.batch_size, evaluate,
-                        lambda point: f'{point.rig} x{point.intrinsics_scale:g} '
-                                      f'{point.image_size[0]}x{point.image_size[1]}',
-                        metric=metric, models=models,
-                        around=lambda model, point: encoding_options_set(model, options[point.height]),
-                        progress=progress_wanted(args.quiet))
-    results = {run.label: run.results for run in runs}
-    summaries = {group.label: sweep.group_summary(group, results) for group in groups} if groups else None
-    print(multiview_sweep.sweep_table(results, groups, summaries))
-    axes = dict(heights=args.sizes, intrinsics_scale=scales, rigs={rig: multiview_sweep.RIG_SPLITS[rig] for rig in
-                                                                   args.rigs} if args.rigs else 'the config test split')
-    written = multiview_sweep.write_sweep_outputs(args.out, args.command, runs, configs, axes, options, groups,
-                                                  summaries)
-    print(f'wrote {", ".join(map(str, written))}')
-    return 0
-
-
-def refuse_other_axes(args: argparse.Namespace, axes: tuple[str, str], runs: str) -> None:
-    """Refuse every given option but ``axes``, the two these ``runs`` are swept over."""
-    given = {'--sizes': args.sizes, '--intrinsics-scale': args.intrinsics_scale, '--rigs': args.rigs,
-             '--point-density': args.point_density, '--scene-scale': args.scene_scale,
-             '--focal-splits': args.focal_splits, '--crop-offsets': args.crop_offsets,
-             '--encoding-options': args.encoding_options or None, '--subset': args.subset, '--tune': args.tune or None,
-             '--eval-mode': None if args.eval_mode == 'upsample' else args.eval_mode}
-    for option, value in given.items():
-        if option not in axes and value is not None:
-            raise InvalidArgument(option, value, f'{runs} are swept over {axes[0]} and {axes[1]}',
-                                  f'leave out {option}')
-
-
-def evaluate_kind(args: argparse.Namespace, runs: list[Run], run_configs: list[Config], kind: sweep.SweepKind,
-                  evaluate_runs: Callable[[list[Run], dict[str, Config]], None], table: Callable[..., str],
-                  write: Callable[..., list[Path]]) -> int:
-    """A 3D sweep of ``kind``'s two axes: every other option refused, ``evaluate_runs(runs, configs)`` fills the runs'
-    results, then the table (per run, or per seed group with --group-seeds) and ``write``'s files."""
-    refuse_other_axes(args, kind.flags, kind.runs)
-    labels = [run.label for run in runs]
-    check_distinct('runs', labels)
-    configs = dict(zip(labels, run_configs))
-    groups = sweep.seed_groups(labels, configs) if args.group_seeds else None
-    quiet_logger()
-    evaluate_runs(runs, configs)
-    results = {run.label: run.results for run in runs}
-    summaries = {group.label: sweep.group_summary(group, results) for group in groups} if groups else None
-    print(table(results, groups=groups, summaries=summaries))
-    written = write(args.out, args.command, runs, configs, groups=groups, summaries=summaries)
-    print(f'wrote {", ".join(map(str, written))}')
-    return 0
-
-
-def evaluate_points(args: argparse.Namespace, runs: list[Run], run_configs: list[Config]) -> int:
-    """V-DETR runs: IndoorAP at every (scene scale, point density) of the sweep."""
-    def evaluate_runs(runs: list[Run], configs: dict[str, Config]) -> None:
-        point_sweep.evaluate_point_runs(runs, configs, args.point_density or [1.0], args.scene_scale or [1.0],
-                                        args.batch_size, evaluate, progress=progress_wanted(args.quiet))
-    return evaluate_kind(args, runs, run_configs, point_sweep.POINTS, evaluate_runs, point_sweep.point_table,
-                         point_sweep.write_point_outputs)
-
-
-def evaluate_crops(args: argparse.Namespace, runs: list[Run], run_configs: list[Config]) -> int:
-    """Crop-depth runs: CropDepthMetric on every chosen split, AbsRel by crop offset."""
-    offsets = args.crop_offsets or list(OFFSET_BINS)
-
-    def evaluate_runs(runs: list[Run], configs: dict[str, Config]) -> None:
-        crop_sweep.evaluate_crop_runs(runs, configs, args.focal_splits, args.batch_size, evaluate,
-                                      progress=progress_wanted(args.quiet))
-    return evaluate_kind(args, runs, run_configs, crop_sweep.CROPS, evaluate_runs,
-                         functools.partial(crop_sweep.crop_table, offsets=offsets),
-                         functools.partial(crop_sweep.write_crop_outputs, offsets=offsets))
 
 
 def one_kind(runs: list[Run], configs: list[Config], is_kind: Any, kind: str) -> bool:
