@@ -153,7 +153,7 @@ def trained_encodings(meta: Mapping[str, Any], path: str | os.PathLike | None = 
     for key in ('config', 'cfg'):
         if isinstance(meta.get(key), str):
             return config_encodings(meta[key])
-    if path is not None:
+    if path is not None and Path(path).is_file():
         configs = list(Path(path).parent.glob('*.py'))
         if len(configs) == 1:
             return config_encodings(configs[0].read_text())

@@ -11,7 +11,7 @@ import timm
 import torch
 
 import vispe
-from vispe.converters import CheckpointFamilyError, convert_state_dict
+from vispe.converters import CheckpointFamilyError, UnsupportedCheckpointError, convert_state_dict
 from vispe.engine import load_config
 
 from ..helpers import load_tool
@@ -89,7 +89,7 @@ def test_a_width_off_deits_head_size_is_refused() -> None:
     state_dict = dict(released(FAMILY, 'cls'))
     state_dict['patch_embed.proj.weight'] = torch.zeros(96, 3, 8, 8)
     state_dict['pos_block.proj.0.weight'] = torch.zeros(96, 1, 3, 3)
-    with pytest.raises(CheckpointFamilyError, match=r'width 96 is not a multiple of 64\. The number of heads'):
+    with pytest.raises(UnsupportedCheckpointError, match=r'width 96 is not a multiple of 64, the head width'):
         convert_state_dict(FAMILY, state_dict, 'cpvt.pth')
 
 

@@ -144,7 +144,8 @@ def released_r50_layout(dilated_family: bool = False) -> dict[str, torch.Tensor]
                 for norm in ('norm1', 'norm2') + (('norm3',) if part == 'decoder' else ()):
                     state.update({prefix + norm + '.weight': torch.empty(d), prefix + norm + '.bias': torch.empty(d)})
         state.update({'transformer.decoder.norm.weight': torch.empty(d),
-                      'transformer.decoder.norm.bias': torch.empty(d), 'input_proj.weight': torch.empty(d, 2048, 1, 1), 'input_proj.bias': torch.empty(d),
+                      'transformer.decoder.norm.bias': torch.empty(d),
+                      'input_proj.weight': torch.empty(d, 2048, 1, 1), 'input_proj.bias': torch.empty(d),
                       'query_embed.weight': torch.empty(100, d), 'class_embed.weight': torch.empty(92, d),
                       'class_embed.bias': torch.empty(92)})
         for i, out in enumerate((d, d, 4)):

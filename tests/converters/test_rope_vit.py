@@ -14,8 +14,7 @@ import torch
 
 import vispe
 from vispe.checkpoint import read_checkpoint
-from vispe.converters import CheckpointFamilyError, convert_state_dict
-from vispe.converters.files import ConversionMismatchError
+from vispe.converters import CheckpointFamilyError, UnsupportedCheckpointError, convert_state_dict
 from vispe.converters.rope_vit import convert_rope_vit_state_dict, rope_vit_model
 
 from ..helpers import load_tool
@@ -107,7 +106,7 @@ def test_a_width_without_a_known_head_count_is_refused_unless_given(tmp_path: Pa
     state_dict = {key.replace('ls1.gamma', 'gamma_1').replace('ls2.gamma', 'gamma_2'): value
                   for key, value in narrow.state_dict().items() if key != 'encoding.freqs'}
     state_dict['freqs'] = narrow.encoding.freqs.detach().reshape(2, 1, -1)
-    with pytest.raises(ConversionMismatchError, match=r'width 96 is not a multiple of 64.*num_heads=H'):
+    with pytest.raises(UnsupportedCheckpointError, match=r'width 96 is not a multiple of 64.*num_heads=H'):
         convert_state_dict('rope-vit', state_dict, 'narrow.pth')
     source, output = tmp_path / 'narrow.pth', tmp_path / 'out.pth'
     torch.save({'model': state_dict}, source)
@@ -123,7 +122,7 @@ def test_a_width_without_a_known_head_count_is_refused_unless_given(tmp_path: Pa
 
 def test_frequencies_of_another_depth_are_refused(released) -> None:
     wrong = {**released, 'freqs': torch.cat([released['freqs'], released['freqs'][:, :1]], dim=1)}
-    with pytest.raises(ConversionMismatchError, match=r'freqs has shape \(2, 3, 64\).*2 blocks.*\(2, 2, 64\)'):
+    with pytest.raises(UnsupportedCheckpointError, match=r'freqs has shape \(2, 3, 64\).*2 blocks.*\(2, 2, 64\)'):
         convert_state_dict('rope-vit', wrong, 'deeper.pth')
 
 

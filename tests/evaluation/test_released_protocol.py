@@ -243,3 +243,11 @@ def test_a_cuda_device_without_a_gpu_is_refused(tmp_path, capsys) -> None:
         eval_resolution(f'{config}::x.pth', '--sizes', '32', '--device', 'cuda', '--out', str(tmp_path / 'o'))
     assert exit_status.value.code == 2
     assert '--device cuda: torch sees no CUDA GPU here; pass --device cpu' in capsys.readouterr().err
+
+
+def test_data_root_moves_whole_path_components_only() -> None:
+    """A path that only shares the data root's text ('data/in1k-sub' beside 'data/in1k') is not under it."""
+    from vispe.evaluation.data_root import moved, under
+    assert under('data/in1k/val', 'data/in1k') and under('data/in1k', 'data/in1k/')
+    assert not under('data/in1k-sub/val', 'data/in1k')
+    assert moved('data/in1k/val', 'data/in1k/', Path('/imagenet')) == '/imagenet/val'

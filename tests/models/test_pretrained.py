@@ -163,8 +163,10 @@ def test_timm_rope_vit_names_build_themselves_with_their_weights(timm_name: str,
 
 def test_other_timm_architectures_get_a_way_to_load_them() -> None:
     with pytest.raises(ValueError, match=r"'vit_base_patch16_rope_reg1_gap_256' is a timm 'eva' model, not a "
-                                         r'VisionTransformer architecture.*timm\.create_model'):
+                                         r'plain VisionTransformer.*timm\.create_model'):
         vispe.create_vit('vit_base_patch16_rope_reg1_gap_256')
+    with pytest.raises(ValueError, match=r"'vit_base_r50_s16_224' is a timm 'vision_transformer_hybrid' model"):
+        vispe.create_vit('vit_base_r50_s16_224')
     with pytest.raises(ValueError, match=r"vit_small_patch16_rope_224 is timm's port of a rope-vit model: "
                                          r'vit_small_patch16_224 with encoding'):
         vispe.create_vit('vit_small_patch16_rope_224', encoding=dict(type='SinCos2D'))

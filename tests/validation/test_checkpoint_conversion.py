@@ -2,6 +2,7 @@
 "0 tensors converted", wrote a file and exited 0), and a broken --config names its file and line."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,19 @@ def test_with_a_config_the_file_records_the_configs_model(tmp_path: Path) -> Non
     output = tmp_path / 'detr.pth'
     assert load_tool('convert_checkpoint').main(['detr', str(DETR_GOLDEN), str(output), '--config', str(config)]) == 0
     assert torch.load(output, weights_only=True)['meta']['model'] == load_config(config).model.to_dict()
+
+
+@pytest.mark.parametrize('arguments, message', [
+    (['--option', 'num_heads=3'], r'detr\.pth: num_heads=3 does not divide the width'),
+    ([], r"holds no state dict of tensors"),
+])
+def test_refusals_are_messages_not_tracebacks(arguments: list[str], message: str, tmp_path: Path, capsys) -> None:
+    """A converter's refusal (an unsupported setting) and a file of no tensors are messages with exit 1."""
+    source = tmp_path / 'detr.pth'
+    if arguments:
+        source.write_bytes(DETR_GOLDEN.read_bytes())
+    else:
+        torch.save({'foo': 1}, source)
+    assert load_tool('convert_checkpoint').main(['detr', str(source), str(tmp_path / 'out.pth'), *arguments]) == 1
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / 'out.pth').exists()

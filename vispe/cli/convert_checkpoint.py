@@ -17,8 +17,9 @@ import sys
 from typing import Any, Sequence
 
 from vispe.converters import CheckpointFamilyError, UnsupportedCheckpointError, list_converters
-from vispe.converters.registry import converter_options
+from vispe.converters.registry import ConverterOptionError, converter_options
 from vispe.converters.files import ConversionMismatchError, convert_checkpoint
+from vispe.checkpoint import CheckpointMismatchError
 from vispe.serialization import CorruptCheckpointError, UnsafeCheckpointError
 
 
@@ -62,8 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         conversion = convert_checkpoint(args.kind, args.source, args.output, config=args.config, **dict(args.option))
-    except (TypeError, CheckpointFamilyError, UnsupportedCheckpointError, ConversionMismatchError,
-            CorruptCheckpointError, UnsafeCheckpointError, FileNotFoundError) as error:
+    except (ConverterOptionError, CheckpointFamilyError, UnsupportedCheckpointError, ConversionMismatchError,
+            CheckpointMismatchError, CorruptCheckpointError, UnsafeCheckpointError, FileNotFoundError) as error:
         message = str(error).strip("'")
         print(message if message.endswith('Nothing written.') else f'{message.rstrip(".")}. Nothing written.',
               file=sys.stderr)

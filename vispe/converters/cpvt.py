@@ -34,14 +34,13 @@ from typing import Any
 
 import torch
 
-from vispe.converters.deit import deit_config, pos_embed_img_size
+from vispe.converters.deit import deit_config, heads_of_width, pos_embed_img_size
 from vispe.converters.registry import (CheckpointConverter, CheckpointFamilyError, Conversion, StateDict,
                                        register_converter)
 
 FAMILY = 'cpvt'
 PEG_KEY = re.compile(r'^pos_block\.(?:(\d+)\.)?proj\.0\.(weight|bias)$')
 PYRAMID = re.compile(r'^(patch_embeds\.\d+\.|blocks\.\d+\.\d+\.|pos_drops\.\d+)')
-HEAD_DIM = 64  # DeiT's head size: the heads are in no tensor
 LAYOUT = 'CPVT-on-DeiT checkpoint (DeiT in timm names with pos_block.proj.0.* or pos_block.I.proj.0.*)'
 
 
@@ -77,18 +76,10 @@ def peg_tensors(state_dict: StateDict, source: str) -> list[dict[str, torch.Tens
     return pegs
 
 
-def deit_heads(width: int, source: str) -> int:
-    """DeiT's heads of ``width`` (head size 64): the number is in no tensor; other widths are refused."""
-    if width % HEAD_DIM:
-        raise CheckpointFamilyError(f'{source}: width {width} is not a multiple of 64. The number of heads is in no '
-                                    f'tensor of a DeiT; vispe assumes DeiT\'s head size 64 (Ti 3, S 6, B 12 heads), '
-                                    f'which this width does not fit.')
-    return width // HEAD_DIM
-
-
 def vit_config(state_dict: StateDict, pegs: list[dict[str, torch.Tensor]], source: str) -> dict[str, Any]:
     """The TimmViT config of a CPVT DeiT from its tensors (heads by DeiT's head size 64)."""
-    config = deit_config(state_dict, source, LAYOUT, lambda width: deit_heads(width, source))
+    sizes = 'vispe converts DeiT sizes (Ti 3, S 6, B 12 heads).'
+    config = deit_config(state_dict, source, LAYOUT, lambda width: heads_of_width(width, source, sizes))
     width = config['embed_dim']
     kernels = {tuple(peg['weight'].shape) for peg in pegs}
     conv = next(iter(kernels))

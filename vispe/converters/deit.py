@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from vispe.converters.registry import CheckpointFamilyError, StateDict
+from vispe.converters.registry import CheckpointFamilyError, StateDict, UnsupportedCheckpointError
 
 BLOCK = re.compile(r'^blocks\.(\d+)\.')
 BLOCK_KEYS = ('norm1.weight', 'norm1.bias', 'attn.qkv.weight', 'attn.proj.weight', 'attn.proj.bias', 'norm2.weight',
@@ -14,6 +14,20 @@ BLOCK_KEYS = ('norm1.weight', 'norm1.bias', 'attn.qkv.weight', 'attn.proj.weight
 # timm names of DeiT's sizes by (width, heads): a converted config names the matching one.
 DEIT_NAMES = {(192, 3): 'deit_tiny_patch16_224', (384, 6): 'deit_small_patch16_224', (768, 12): 'deit_base_patch16_224'}
 OTHER_SIZES = 'vit_small_patch16_224'  # any timm ViT name: every size is given explicitly
+# timm's ViT names by width (a converted config names the matching one; every size is given explicitly anyway).
+VIT_NAMES = {192: 'vit_tiny_patch16_224', 384: 'vit_small_patch16_224', 768: 'vit_base_patch16_224',
+             1024: 'vit_large_patch16_224'}
+# The head width of every released DeiT / ViT (Ti 3, S 6, B 12, L 16 heads); no tensor holds the head count.
+HEAD_DIM = 64
+
+
+def heads_of_width(width: int, source: str, fix: str) -> int:
+    """The heads of a ViT ``width`` wide with 64-wide heads (the released models' convention: no tensor says);
+    another width is refused, ``fix`` saying how to give the count."""
+    if width % HEAD_DIM:
+        raise UnsupportedCheckpointError(f'{source}: width {width} is not a multiple of {HEAD_DIM}, the head width of '
+                                         f'every released model, and no tensor holds the head count. {fix}')
+    return width // HEAD_DIM
 
 
 def require(state_dict: StateDict, key: str, source: str, what: str, layout: str) -> None:

@@ -49,7 +49,8 @@ from typing import Any
 
 import torch
 
-from vispe.converters.registry import CheckpointConverter, Conversion, StateDict, register_converter
+from vispe.converters.registry import (CheckpointConverter, Conversion, StateDict, UnsupportedCheckpointError,
+                                       register_converter)
 
 RESNET_DEPTHS = {('basic', (2, 2, 2, 2)): 'resnet18', ('basic', (3, 4, 6, 3)): 'resnet34',
                  ('bottleneck', (3, 4, 6, 3)): 'resnet50', ('bottleneck', (3, 4, 23, 3)): 'resnet101',
@@ -64,8 +65,8 @@ ATTENTION_NAMES = {'in_proj_weight': 'qkv.weight', 'in_proj_bias': 'qkv.bias', '
 LAYER_KEY = re.compile(r'^transformer\.(encoder|decoder)\.layers\.(\d+)\.(\w+)\.(.+)$')
 
 
-def _refuse(source: str, problem: str) -> ValueError:
-    return ValueError(f'{source}: {problem}')
+def _refuse(source: str, problem: str) -> UnsupportedCheckpointError:
+    return UnsupportedCheckpointError(f'{source}: {problem}')
 
 
 def _layer_key(key: str, source: str) -> str:

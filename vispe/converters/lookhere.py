@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
+from vispe.converters.deit import VIT_NAMES, heads_of_width
 from vispe.converters.registry import (CheckpointConverter, CheckpointFamilyError, Conversion, StateDict,
                                        UnsupportedCheckpointError, register_converter)
 
@@ -36,7 +37,6 @@ KEY_PATTERNS = (r'cls_token', r'patch_embed\.proj\.(weight|bias)', r'norm\.(weig
 # What the reference's lh_config may hold (create_lh_bias_tensor reads these; distance and fill_with are optional).
 CONFIG_KEYS = ('head_directions', 'global_slope', 'layer_slopes', 'distance', 'fill_with')
 # The ViT convention the released ViT-B/16 follows (768 channels, 12 heads).
-HEAD_DIM = 64
 CONFIG_HINT = ("Save the file as the released ones are: torch.save({'weights': model.state_dict(), 'config': "
                "lh_config}, path), with the lh_config the model was built with (LookHere(lh_config=...)), e.g. "
                "{'head_directions': 'halves', 'global_slope': 1.0, 'layer_slopes': [1.5, 0.5]}.")
@@ -46,9 +46,8 @@ def vit_arguments(embed_dim: int, depth: int, num_heads: int, patch_size: int, m
                   num_classes: int) -> dict[str, Any]:
     """The ``TimmViT`` architecture arguments of a ViT of these sizes: timm's ``vit_<size>_patch16_224`` of the
     same width where there is one (else ``vit_base_patch16_224``), every size explicit."""
-    size = {192: 'tiny', 384: 'small', 768: 'base', 1024: 'large'}.get(embed_dim, 'base')
-    return dict(model_name=f'vit_{size}_patch16_224', num_classes=num_classes, embed_dim=embed_dim, depth=depth,
-                num_heads=num_heads, patch_size=patch_size, mlp_ratio=mlp_ratio)
+    return dict(model_name=VIT_NAMES.get(embed_dim, 'vit_base_patch16_224'), num_classes=num_classes,
+                embed_dim=embed_dim, depth=depth, num_heads=num_heads, patch_size=patch_size, mlp_ratio=mlp_ratio)
 
 
 def _directions(value: Any, depth: int, source: str) -> str:
@@ -123,11 +122,7 @@ def convert_lookhere(state_dict: StateDict, source: str = 'the checkpoint',
                                          f'lh_config dict. {CONFIG_HINT}')
     num_heads = config.get('num_heads')
     if num_heads is None:
-        if embed_dim % HEAD_DIM:
-            raise UnsupportedCheckpointError(f'{source}: no num_heads in its config, and the width {embed_dim} is not '
-                                             f"a multiple of {HEAD_DIM} (the ViT convention); add 'num_heads' to the "
-                                             f"file's config.")
-        num_heads = embed_dim // HEAD_DIM
+        num_heads = heads_of_width(embed_dim, source, "Its config has no num_heads: add 'num_heads' to it.")
     encoding = encoding_config(config, depth, int(num_heads), source)
     model = dict(type='TimmViT', **vit_arguments(embed_dim, depth, int(num_heads), patch[-1], hidden / embed_dim,
                                                  classes),

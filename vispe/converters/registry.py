@@ -33,6 +33,10 @@ class CheckpointFamilyError(ValueError):
     """A checkpoint given to the converter of another family, or one of no known family."""
 
 
+class ConverterOptionError(TypeError):
+    """An option or file entry the family's converter does not take (the message names those it does)."""
+
+
 class UnsupportedCheckpointError(ValueError):
     """A checkpoint of the family that vispe cannot convert exactly: a variant no vispe model computes, or a setting
     the file does not carry (the message names what to give)."""
@@ -179,6 +183,7 @@ def convert_state_dict(family: str, state_dict: StateDict, source: str = 'the ch
     if unknown:
         takes = ', '.join(f'{name}={default!r}' for name, default in accepted.items()) or 'no options'
         reads = f'; it reads the file entries {", ".join(converter.file_entries)}' if converter.file_entries else ''
-        raise TypeError(f'The {family!r} converter has no option {", ".join(unknown)}; it takes {takes}{reads}.')
+        raise ConverterOptionError(f'The {family!r} converter has no option {", ".join(unknown)}; it takes '
+                                   f'{takes}{reads}.')
     check_family(converter, state_dict, source)
     return converter.convert(state_dict, source, **arguments)

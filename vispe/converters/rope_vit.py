@@ -35,15 +35,12 @@ from typing import Any
 
 import torch
 
-from vispe.converters.files import ConversionMismatchError
+from vispe.converters.deit import VIT_NAMES, heads_of_width
 from vispe.converters.registry import (CheckpointConverter, CheckpointFamilyError, Conversion, StateDict,
-                                       register_converter)
+                                       UnsupportedCheckpointError, register_converter)
 
-HEAD_DIM = 64  # every released rope-vit DeiT (ViT-S/B/L) has 64-wide heads
 AXIAL_THETA = 100.0  # rope_axial_* in models/vit_rope.py
 MIXED_THETA = 10.0  # rope_mixed_* (the init of the learned frequencies)
-TIMM_NAMES = {192: 'vit_tiny_patch16_224', 384: 'vit_small_patch16_224', 768: 'vit_base_patch16_224',
-              1024: 'vit_large_patch16_224'}
 DERIVED = ('freqs_t_x', 'freqs_t_y')
 BLOCK_KEY = re.compile(r'^blocks\.(\d+)\.(norm1\.(weight|bias)|attn\.qkv\.(weight|bias)|attn\.proj\.(weight|bias)|'
                        r'norm2\.(weight|bias)|mlp\.fc[12]\.(weight|bias)|gamma_[12])$')
@@ -71,8 +68,8 @@ def _depth(state_dict: StateDict, source: str) -> int:
     """The number of blocks, checked to run 0..depth-1 without gaps."""
     indices = sorted({int(match.group(1)) for key in state_dict if (match := BLOCK_KEY.match(key))})
     if indices != list(range(len(indices))):
-        raise ConversionMismatchError(f'{source}: its blocks are numbered {indices}, not 0..{len(indices) - 1}; the '
-                                      f'file is incomplete.')
+        raise UnsupportedCheckpointError(f'{source}: its blocks are numbered {indices}, not 0..{len(indices) - 1}; the '
+                                         f'file is incomplete.')
     return len(indices)
 
 
@@ -86,19 +83,19 @@ def _grid_side(state_dict: StateDict, source: str) -> int | None:
     for name, tokens in sides.items():
         side = round(tokens ** 0.5)
         if side * side != tokens:
-            raise ConversionMismatchError(f'{source}: {name} has {tokens} positions, not a square grid as rope-vit '
-                                          f'trains on.')
+            raise UnsupportedCheckpointError(f'{source}: {name} has {tokens} positions, not a square grid as rope-vit '
+                                             f'trains on.')
     if len(set(sides.values())) > 1:
-        raise ConversionMismatchError(f'{source}: pos_embed ({sides["pos_embed"]}) and freqs_t_x '
-                                      f'({sides["freqs_t_x"]}) disagree on the training grid.')
+        raise UnsupportedCheckpointError(f'{source}: pos_embed ({sides["pos_embed"]}) and freqs_t_x '
+                                         f'({sides["freqs_t_x"]}) disagree on the training grid.')
     if 'freqs_t_x' in state_dict:
         side = round(sides['freqs_t_x'] ** 0.5)
         index = torch.arange(side * side, dtype=torch.float32)
         rows = torch.div(index, side, rounding_mode='floor')
         for name, expected in (('freqs_t_x', index % side), ('freqs_t_y', rows)):
             if name not in state_dict or not torch.equal(state_dict[name].float().cpu(), expected):
-                raise ConversionMismatchError(f'{source}: {name} is not the column/row index of a {side}x{side} grid '
-                                              f'(rope-vit\'s init_t_xy), so vispe cannot derive it.')
+                raise UnsupportedCheckpointError(f'{source}: {name} is not the column/row index of a {side}x{side} '
+                                                 f'grid (rope-vit\'s init_t_xy), so vispe cannot derive it.')
     return round(next(iter(sides.values())) ** 0.5) if sides else None
 
 
@@ -112,35 +109,30 @@ def rope_vit_model(state_dict: StateDict, source: str = 'the checkpoint',
         num_heads: the head count; default width / 64 (every released rope-vit DeiT).
 
     Raises:
-        ConversionMismatchError: the head count cannot be inferred, or the tensors disagree with each other.
+        UnsupportedCheckpointError: the head count cannot be inferred, or the tensors disagree with each other.
     """
     embed_dim = state_dict['cls_token'].shape[-1]
     in_chans, patch_h, patch = state_dict['patch_embed.proj.weight'].shape[1:]
     if patch_h != patch:
-        raise ConversionMismatchError(f'{source}: patch_embed.proj.weight has {patch_h}x{patch} patches; rope-vit\'s '
-                                      f'DeiTs use square ones.')
+        raise UnsupportedCheckpointError(f'{source}: patch_embed.proj.weight has {patch_h}x{patch} patches; '
+                                         f'rope-vit\'s DeiTs use square ones.')
     depth = _depth(state_dict, source)
     if num_heads is None:
-        if embed_dim % HEAD_DIM:
-            raise ConversionMismatchError(
-                f'{source}: width {embed_dim} is not a multiple of 64, the head width of every released rope-vit '
-                f'DeiT, and no tensor holds the head count. Convert it in Python with '
-                f'vispe.converters.rope_vit.convert_rope_vit_state_dict(state_dict, num_heads=H).')
-        num_heads = embed_dim // HEAD_DIM
+        num_heads = heads_of_width(embed_dim, source, 'Give it: vispe convert rope-vit ... --option num_heads=H.')
     if num_heads < 1 or embed_dim % num_heads or (embed_dim // num_heads) % 4:
-        raise ConversionMismatchError(f'{source}: {num_heads} heads do not split width {embed_dim} into heads whose '
-                                      f'width is a multiple of 4 (2D RoPE rotates x and y pairs).')
+        raise UnsupportedCheckpointError(f'{source}: {num_heads} heads do not split width {embed_dim} into heads whose '
+                                         f'width is a multiple of 4 (2D RoPE rotates x and y pairs).')
     if 'freqs' in state_dict and tuple(state_dict['freqs'].shape) != (2, depth, embed_dim // 2):
-        raise ConversionMismatchError(f'{source}: freqs has shape {tuple(state_dict["freqs"].shape)}; a RoPE-Mixed '
-                                      f'model of {depth} blocks and width {embed_dim} has (2, {depth}, '
-                                      f'{embed_dim // 2}).')
+        raise UnsupportedCheckpointError(f'{source}: freqs has shape {tuple(state_dict["freqs"].shape)}; a RoPE-Mixed '
+                                         f'model of {depth} blocks and width {embed_dim} has (2, {depth}, '
+                                         f'{embed_dim // 2}).')
     rope = (dict(type='RoPEMixed', theta=MIXED_THETA) if 'freqs' in state_dict
             else dict(type='RoPEAxial', theta=AXIAL_THETA))
     encoding: Any = rope
     if 'pos_embed' in state_dict:
         encoding = [dict(type='LearnedAPE', no_embed_class=True, antialias=False), rope]
     model: dict[str, Any] = dict(
-        type='TimmViT', model_name=TIMM_NAMES.get(embed_dim, 'vit_small_patch16_224'),
+        type='TimmViT', model_name=VIT_NAMES.get(embed_dim, 'vit_small_patch16_224'),
         num_classes=state_dict['head.weight'].shape[0] if 'head.weight' in state_dict else 0,
         embed_dim=embed_dim, depth=depth, num_heads=num_heads,
         mlp_ratio=state_dict['blocks.0.mlp.fc1.weight'].shape[0] / embed_dim,
@@ -177,7 +169,7 @@ def convert_rope_vit_state_dict(state_dict: StateDict, source: str = 'the checkp
 
     Raises:
         CheckpointFamilyError: keys outside rope-vit's layout.
-        ConversionMismatchError: the head count cannot be inferred, or the tensors disagree with each other.
+        UnsupportedCheckpointError: the head count cannot be inferred, or the tensors disagree with each other.
     """
     _refuse_foreign_keys(state_dict, source)
     model = rope_vit_model(state_dict, source, num_heads)

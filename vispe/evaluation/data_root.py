@@ -39,10 +39,15 @@ class DataRootError(ValueError):
         super().__init__(f'{problem}; {fix}.')
 
 
+def under(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or inside it (whole path components: 'data/in1k-sub' is not under 'data/in1k')."""
+    return Path(path) == Path(root) or Path(root) in Path(path).parents
+
+
 def moved(path: str, old_root: str, new_root: Path) -> str:
     """``path`` with its leading ``old_root`` replaced by ``new_root``."""
-    relative = path[len(old_root):].lstrip('/')
-    return str(new_root / relative) if relative else str(new_root)
+    relative = Path(path).relative_to(Path(old_root))
+    return str(new_root / relative) if relative != Path('.') else str(new_root)
 
 
 def with_data_root(cfg: Config, root: str | Path, label: str) -> list[str]:
@@ -69,7 +74,7 @@ def with_data_root(cfg: Config, root: str | Path, label: str) -> list[str]:
             if not isinstance(value, str):
                 continue
             where = '.'.join([*section, name])
-            if not value.startswith(old):
+            if not under(value, old):
                 if section[0] == 'test_dataloader':
                     raise DataRootError(f'{label}: {where} is {value!r}, which does not start with the config\'s '
                                         f'data_root {old!r}, so --data-root cannot move it',

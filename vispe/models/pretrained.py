@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import torch
 from torch import nn
 
 HF_PREFIX = 'hf-hub:'
@@ -159,18 +160,43 @@ def resolve_pretrained(value: str | os.PathLike, zoo: str | os.PathLike = 'model
                                  f'zoo card: {zoo_note}')
 
 
+def with_model_head(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state_dict`` with the model's own classifier (timm's ``get_classifier``, under ``head``) in place of the
+    weights' head when the two differ (other classes, or none for ``num_classes=0``): their head entries dropped,
+    the model's added."""
+    head = model.get_classifier()
+    prefix = next(name for name, module in model.named_modules() if module is head) + '.'
+    own = {key: value for key, value in model.state_dict().items() if key.startswith(prefix)}
+    theirs = {key: value for key, value in state_dict.items() if key.startswith(prefix)}
+    if own.keys() == theirs.keys() and all(theirs[key].shape == value.shape for key, value in own.items()):
+        return state_dict  # the same head: it loads
+    kept = {key: value for key, value in state_dict.items() if not key.startswith(prefix)}
+    return {**kept, **own}
+
+
+def vispe_model_config(model: nn.Module) -> dict[str, Any] | None:
+    """The ``TimmViT`` config a :func:`vispe.create_vit` model was built from (the arguments it records for timm),
+    for comparison with a converted file's ``meta['model']``; None for other models."""
+    arguments = dict(getattr(model, '_model_args', {}) or {})
+    if 'base_model' not in arguments:
+        return None
+    return dict(type='TimmViT', model_name=arguments.pop('base_model'), **arguments)
+
+
 def load_pretrained(model: nn.Module, value: str | os.PathLike, new_classifier: bool = False,
                     cache_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Load the weights ``pretrained=value`` names into ``model`` (a vispe ViT), strictly; see the module docstring.
 
     A zoo card's classifier checkpoint (keys under ``backbone.``) loads into the bare ViT. With ``new_classifier``
-    (the model was built with its own ``num_classes``) a head of another shape in the weights is left out and the
-    model's head keeps its initialisation, as timm does.
+    (the model was built with its own ``num_classes``) the weights' head is left out and the model's head keeps its
+    initialisation, as timm does. A converted file (``vispe convert``) records the model it was converted for
+    (``meta['model']``): a vispe ViT built with other options (head count, encoding slopes, norm eps: no tensor shape
+    tells them) is refused.
 
     Returns:
         :func:`vispe.checkpoint.load_weights`' report.
     """
-    from vispe.checkpoint import load_weights, read_checkpoint
+    from vispe.checkpoint import check_converted_model, load_weights, read_checkpoint
     source = resolve_pretrained(value, cache_dir=cache_dir)
     state_dict, meta = read_checkpoint(source.path)
     meta = {**source.meta, **meta}
@@ -179,8 +205,11 @@ def load_pretrained(model: nn.Module, value: str | os.PathLike, new_classifier: 
             key.startswith('backbone.') for key in own):
         state_dict = {key[len('backbone.'):]: value for key, value in state_dict.items()}
     if new_classifier and hasattr(model, 'get_classifier'):
-        head = {f'{name}.{key}' for name, module in model.named_modules() if module is model.get_classifier()
-                for key in module.state_dict()}
-        if any(key in state_dict and state_dict[key].shape != own[key].shape for key in head):
-            state_dict.update({key: own[key] for key in head})
+        state_dict = with_model_head(model, state_dict)
+    built = vispe_model_config(model)
+    if built is not None:
+        built.pop('img_size', None)  # learned tables resample to the model's size
+        if new_classifier:
+            built.pop('num_classes', None)
+        check_converted_model(built, meta, str(source.path))
     return load_weights(model, state_dict, meta, str(source.path))

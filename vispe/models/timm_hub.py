@@ -25,6 +25,7 @@ from vispe.models.pretrained import HF_PREFIX, load_pretrained
 from vispe.models.timm_cfg import ARCHITECTURE, VISPE_KEYS, vispe_pretrained_cfg
 from vispe.models.vit import VisionTransformer
 from vispe.models.vit_factory import create_vit
+from vispe.models.vit_features import feature_extractor
 
 __all__ = ['vispe_vit']
 
@@ -74,17 +75,20 @@ def vispe_vit(pretrained: bool = False, base_model: str | None = None, encoding:
                         f"'vit_small_patch16_224' (the architecture the encoding goes into).")
     encoding = encoding if encoding is not None else cfg.get('encoding')
     weights = weights_of(cfg) if pretrained else None
+    # the weights load into the whole model: a feature extractor wraps it afterwards
+    feature_cfg = {key: kwargs.pop(key) for key in ('out_indices', 'feature_cls') if key in kwargs}
+    features_only = kwargs.pop('features_only', False)
     model = create_vit(base_model, encoding, pretrained=bool(pretrained) and weights is None, **kwargs)
     if weights is not None:
         trained_classes = cfg.get('num_classes')
         load_pretrained(model, weights, new_classifier=trained_classes is not None
                         and trained_classes != model.num_classes, cache_dir=cache_dir)
-    if pretrained_cfg:
+    if cfg:
         source = {key: value for key, value in cfg.items() if key not in VISPE_KEYS}
         note = f'weights: {weights}' if weights else None
         model.pretrained_cfg = vispe_pretrained_cfg(source, base_model, model.pretrained_cfg['encoding'], note,
                                                     keep_weights=True)
         model.default_cfg = model.pretrained_cfg
     model.pretrained_model_args = dict(pretrained_model_args or {})
-    return model
+    return feature_extractor(model, **feature_cfg) if features_only else model
 

@@ -53,7 +53,7 @@ def check_vision_transformer_name(name: str) -> None:
     family = module.rsplit('.', 1)[-1]
     rope_names = ', '.join(sorted(n for n in timm.list_models('vit_*rope*') if timm_rope_equivalent(n)))
     raise ValueError(
-        f'{name!r} is a timm {family!r} model, not a VisionTransformer architecture, so vispe cannot give it an '
-        f'encoding. Load it with timm.create_model({name!r}); or pick a VisionTransformer name '
+        f'{name!r} is a timm {family!r} model, not a plain VisionTransformer (patch embedding, then blocks) that vispe '
+        f'can give an encoding. Load it with timm.create_model({name!r}); or pick a VisionTransformer name '
         f'(timm.list_models("vit_*") from timm.models.vision_transformer). timm\'s RoPE ViTs that vispe builds as '
         f'themselves: {rope_names}.')

@@ -20,7 +20,7 @@ from vispe.encodings.builder import EncodingConfig
 from vispe.geometry import to_2tuple
 from vispe.models.inputs import check_nonfinite_option
 from vispe.models.vit import DEFAULT_ENCODING, VisionTransformer, retrofit, timm_arguments
-from vispe.models.pretrained import encoding_types, load_pretrained
+from vispe.models.pretrained import load_pretrained
 from vispe.models.timm_cfg import describe_for_timm
 from vispe.models.timm_rope import check_vision_transformer_name, timm_rope_equivalent
 from vispe.models.vit_features import feature_extractor
@@ -98,10 +98,10 @@ def create_vit(
     requested_name, timm_weights = model_name, pretrained is True
     rope = timm_rope_equivalent(model_name)
     if rope is not None:
-        if encoding is not None and encoding_types(encoding) != encoding_types(rope.encoding):
+        if encoding is not None and encoding != rope.encoding:
             raise ValueError(f'{model_name} is timm\'s port of a rope-vit model: {rope.base} with encoding '
-                             f'{rope.encoding}. Leave encoding out to build it, or build {rope.base!r} with your '
-                             f'encoding.')
+                             f'{rope.encoding}, whose weights carry these options. Leave encoding out to build it, '
+                             f'or build {rope.base!r} with your encoding.')
         model_name, encoding, kwargs = rope.base, rope.encoding, {**rope.timm_kwargs, **kwargs}
     encoding = DEFAULT_ENCODING if encoding is None else encoding
     _check_architecture_overrides(kwargs)
@@ -140,9 +140,10 @@ def create_vit(
     elif timm_weights:
         weights_note = f'weights: timm {load_timm_rope_weights(model, requested_name, kwargs)}'
     elif pretrained:
-        load_pretrained(model, pretrained, new_classifier='num_classes' in kwargs)
         weights_note = f'weights: {os.fspath(pretrained)}'
     describe_for_timm(model, model_name, encoding, architecture, weights_note, nonfinite_inputs, extra_geometry)
+    if pretrained and not timm_weights:  # after describe_for_timm: a converted file is checked against its arguments
+        load_pretrained(model, pretrained, new_classifier='num_classes' in kwargs)
     return feature_extractor(model, **feature_cfg) if features_only else model
 
 
@@ -175,7 +176,8 @@ def load_timm_rope_weights(model: VisionTransformer, timm_name: str, kwargs: dic
     eva_kwargs = {key: value for key, value in kwargs.items() if key not in ('features_only', 'out_indices',
                                                                              'feature_cls')}
     eva = timm.create_model(timm_name, pretrained=True, dynamic_img_size=True, **eva_kwargs)
-    load_weights(model, dict(eva.state_dict()), {}, f'timm {timm_name}')
+    # the weights of the very architecture timm built: nothing to check their encoding against
+    load_weights(model, dict(eva.state_dict()), {}, f'timm {timm_name}', check_encoding=False)
     return describe_weights(eva.pretrained_cfg)
 
 
