@@ -195,7 +195,7 @@ def test_bad_input_names_the_fix() -> None:
         GTA(head_dim=32, depth=1, se3_dim=6)
     encoding = GTA(head_dim=16, depth=1)
     q, k, _ = qkv(torch.Generator().manual_seed(7), 12, 12, dim=16)
-    with pytest.raises(ValueError, match='needs cameras in its positions'):
+    with pytest.raises(ValueError, match='needs the cameras of image tokens'):
         encoding.rotate(q, k, Positions(grid_size=(3, 4)), Positions(grid_size=(3, 4)), 0)
     with pytest.raises(IndexError, match='depth >= 2'):
         pos = views(torch.eye(4).expand(2, 1, 4, 4))

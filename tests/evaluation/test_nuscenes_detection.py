@@ -125,6 +125,26 @@ def test_scale_and_orientation_errors_by_hand() -> None:
                               ['car']).label_tp_errors['car']['orient_err'] == pytest.approx(math.pi)
 
 
+def test_yaw_symmetry_sets_the_orientation_period_per_class() -> None:
+    """A class that looks the same after a half turn (yaw_symmetry 2) gets barrier's period π; None drops its AOE
+    (as cones); without a setting the devkit's rules hold (a car turned by π + 0.2 is 2.94 rad off)."""
+    gt = {'a': SampleBoxes([[0, 0, 0], [10, 0, 0]], [[2, 4, 2], [0.5, 0.8, 1.7]], _quaternion([0.0, 0.0]),
+                           names=['car', 'pedestrian'])}
+    predictions = {'a': SampleBoxes([[0, 0, 0], [10, 0, 0]], [[2, 4, 2], [0.5, 0.8, 1.7]],
+                                    _quaternion([math.pi + 0.2, math.pi + 0.1]), names=['car', 'pedestrian'],
+                                    scores=[0.9, 0.8])}
+    classes = ['car', 'pedestrian']
+    nuscenes = evaluate_detection(gt, predictions, classes).label_tp_errors
+    assert nuscenes['pedestrian']['orient_err'] == pytest.approx(math.pi - 0.1)
+    config = DetectionEvalConfig(yaw_symmetry={'pedestrian': 2, 'car': None})
+    errors = evaluate_detection(gt, predictions, classes, config).label_tp_errors
+    assert errors['pedestrian']['orient_err'] == pytest.approx(0.1)
+    assert math.isnan(errors['car']['orient_err'])
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match='whole number n >= 1'):
+            DetectionEvalConfig(yaw_symmetry={'pedestrian': bad})
+
+
 def test_nd_score_formula() -> None:
     assert nd_score(0.5, {'trans_err': 0.2, 'scale_err': 1.5, 'orient_err': math.nan}) == pytest.approx(
         (2.5 + 0.8 + 0 + 0) / 8)

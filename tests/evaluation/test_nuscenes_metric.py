@@ -186,6 +186,31 @@ def test_a_0p7_m_shift_gives_the_ap_the_thresholds_imply(nuscenes_root) -> None:
     assert metrics['nusc/devkit/mAP'] == pytest.approx(0.75, abs=1e-9)
 
 
+def _turned(angle: float):
+    def predict(token, sample):
+        boxes, scores, labels = _perfect()(token, sample)
+        boxes[:, 6] += angle
+        return boxes, scores, labels
+    return predict
+
+
+def test_per_class_orientation_errors_and_yaw_symmetry(nuscenes_root) -> None:
+    """Boxes turned by a half turn: AOE π for every class with an orientation, 0 for a class declared symmetric
+    under a half turn; cones (no AOE) have no ``_AOE`` key; the devkit keeps its own rules."""
+    root, samples = nuscenes_root
+    metrics = _run(NuScenesMetric(str(root), classes=CLASSES, use_devkit=False), _val_samples(samples),
+                   _turned(math.pi))
+    oriented = [name for name in CLASSES if name not in ('traffic_cone', 'barrier')]
+    for name in oriented:
+        assert metrics[f'nusc/{name}_AOE'] == pytest.approx(math.pi, abs=1e-4)
+    assert 'nusc/traffic_cone_AOE' not in metrics
+    symmetric = NuScenesMetric(str(root), classes=CLASSES, use_devkit=False, yaw_symmetry={oriented[0]: 2})
+    metrics = _run(symmetric, _val_samples(samples), _turned(math.pi))
+    assert metrics[f'nusc/{oriented[0]}_AOE'] == pytest.approx(0.0, abs=1e-4)
+    with pytest.raises(ValueError, match='not nuScenes detection names'):
+        NuScenesMetric(str(root), classes=CLASSES, yaw_symmetry={'spider': 4})
+
+
 def _random_predictions(seed: int):
     rng = np.random.default_rng(seed)
 
@@ -282,4 +307,4 @@ def test_registered_and_devkit_keys_absent_without_devkit(nuscenes_root) -> None
     metric = METRICS.build(dict(type='NuScenesMetric', data_root=str(root), classes=CLASSES, use_devkit=False))
     metrics = _run(metric, _val_samples(samples), _perfect())
     assert set(metrics) == {'nusc/mAP', 'nusc/NDS', 'nusc/mATE', 'nusc/mASE', 'nusc/mAOE'} | {
-        f'nusc/{name}_AP' for name in CLASSES}
+        f'nusc/{name}_AP' for name in CLASSES} | {f'nusc/{name}_AOE' for name in CLASSES if name != 'traffic_cone'}

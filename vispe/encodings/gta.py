@@ -16,7 +16,10 @@ query's angle. All of it is block-diagonal (4×4 and 2×2 blocks around an ordin
 ``on='qk'`` transforms queries and keys only (the rotary-only variant, the reference's ``v_transform=False``).
 
 Positions: the tokens of V views, view-major (token n belongs to view n // (N / V)), with ``cameras`` (one
-per view; :attr:`vispe.geometry.Cameras.extrinsics`). Image coordinates: a grid's cell (i, j) sits at
+per view; :attr:`vispe.geometry.Cameras.extrinsics`); or tokens with a pose each (``SceneGeometry.poses``
+(B, N, 4, 4), scene -> token frame, used as E): a detector's object queries at their 3D reference points, which
+then read camera tokens through ``E_query · E_camera⁻¹`` in cross-attention. Posed tokens have no image
+coordinates: their SO(2) pairs stay unturned (angle 0), so a key's SO(2) turn enters as it is. Image coordinates: a grid's cell (i, j) sits at
 ((i + ½)/h, (j + ½)/w) (the reference's token centres ``coord[4::8, 4::8]`` of a stride-8 grid); tokens
 given by ``coords`` alone (a decoder's target rays) carry (row, col) in pixels of the view's image, divided
 by ``cameras.image_size`` (the reference's ``make_2dcoord``: pixel index / size). Prefix tokens are not
@@ -36,6 +39,7 @@ from vispe.encodings.options import Option, model_fact
 from vispe.encodings.rotary import angles_to_cis, rotate_pairs
 from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions
+from vispe.geometry.cameras import rigid_inverse
 from vispe.geometry.grid import grid_coords
 from vispe.registry import ENCODINGS
 
@@ -170,7 +174,13 @@ class GTA(PositionEncoding):
         return hooks if self.on == 'qkvo' else hooks - {'transform_v', 'transform_out'}
 
     def _views(self, pos: Positions) -> int:
-        pos.require('cameras', user='GTA')
+        if pos.has('poses') and not pos.has('cameras'):
+            return pos.num_positions
+        if not pos.has('cameras'):
+            have = ', '.join(pos.geometry()) or 'only a token count'
+            raise ValueError(f'GTA needs the cameras of image tokens (Positions(camera=CameraGeometry(cameras=...))) '
+                             f'or a pose per token (Positions(scene=SceneGeometry(poses=(B, N, 4, 4))), e.g. a '
+                             f'decoder\'s object queries); these positions carry {have}.')
         if pos.num_positions % pos.num_views:
             raise ValueError(f'GTA reads tokens view-major: {pos.num_positions} positioned tokens do not split into '
                              f'{pos.num_views} views of equal size; give each view the same number of tokens.')
@@ -194,15 +204,21 @@ class GTA(PositionEncoding):
         """This forward's :class:`GTATables` of one token set, built once per :class:`Positions`."""
         def build() -> GTATables:
             self._views(pos)
-            cameras = pos.camera.cameras
-            split_e = translation_split(cameras.extrinsics.float())
-            split_p = translation_split(cameras.cam2lidar.float())
+            posed = not pos.has('cameras')
+            if posed:
+                poses = pos.scene.poses.float()
+                extrinsics, inverse = poses, rigid_inverse(poses)
+            else:
+                extrinsics, inverse = pos.camera.cameras.extrinsics.float(), pos.camera.cameras.cam2lidar.float()
+            split_e, split_p = translation_split(extrinsics), translation_split(inverse)
             rotation, translation = (torch.stack([e, e.transpose(-2, -1), p.transpose(-2, -1)])
                                      for e, p in zip(split_e, split_p))
             group = self.block_group
             cis = cis_inverse = None
             if self.so2_freqs:
-                angles = so2_angles(self.image_coords(pos), self.so2_freqs, self.max_freq)
+                coords = (torch.zeros(pos.num_positions, 2, device=pos.device) if posed
+                          else self.image_coords(pos))
+                angles = so2_angles(coords, self.so2_freqs, self.max_freq)
                 cis = angles_to_cis(angles.unsqueeze(-2))
                 cis_inverse = inverse_rotations(cis)
             return GTATables(repeat_block(rotation, group), repeat_block(translation, group), cis, cis_inverse)

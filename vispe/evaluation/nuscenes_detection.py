@@ -17,7 +17,7 @@ Per class and centre-distance threshold d in {0.5, 1, 2, 4} m:
 
 True-positive errors come from the matches at d = 2 m: ATE the centre distance (m), ASE = 1 - IoU of the two
 boxes aligned on centre and heading (the devkit's ``scale_iou``), AOE the smallest yaw difference (rad; period
-pi for barrier, not defined (nan) for traffic_cone). Each is the cumulative mean over the matches in score
+pi for barrier, not defined (nan) for traffic_cone: ``DetectionEvalConfig.yaw_symmetry``). Each is the cumulative mean over the matches in score
 order, resampled at the confidence of every recall point, and averaged over the recall points from
 ``min_recall`` (excluded) to the highest recall reached; a class with no match gets error 1.
 
@@ -55,6 +55,10 @@ BIKE_RACK_CATEGORY = 'static_object.bicycle_rack'
 CVPR_2019_CLASS_RANGE = {'car': 50.0, 'truck': 50.0, 'bus': 50.0, 'trailer': 50.0, 'construction_vehicle': 50.0,
                          'pedestrian': 40.0, 'motorcycle': 40.0, 'bicycle': 40.0, 'traffic_cone': 30.0,
                          'barrier': 30.0}
+
+# The devkit's orientation rules: a class's yaw symmetry n (its box looks the same after 1/n of a turn, so AOE uses
+# the period 2π/n) or None where AOE is not evaluated; classes not listed are not symmetric (n = 1).
+NUSCENES_YAW_SYMMETRY = {'barrier': 2, 'traffic_cone': None}
 
 # vispe's true-positive errors with their nuScenes metric names: translation, scale, orientation.
 TP_ERROR_NAMES = {'trans_err': 'mATE', 'scale_err': 'mASE', 'orient_err': 'mAOE'}
@@ -169,8 +173,13 @@ class DetectionEvalConfig:
     mean_ap_weight: float = 5.0
     filter_empty: bool = True
     filter_bike_racks: bool = True
+    yaw_symmetry: Mapping[str, int | None] = field(default_factory=lambda: dict(NUSCENES_YAW_SYMMETRY))
 
     def __post_init__(self) -> None:
+        for name, fold in self.yaw_symmetry.items():
+            if fold is not None and (isinstance(fold, bool) or not isinstance(fold, int) or fold < 1):
+                raise ValueError(f'yaw_symmetry[{name!r}] must be a whole number n >= 1 (the class looks the same after '
+                                 f'1/n of a turn; AOE uses the period 2π/n) or None (no AOE); got {fold!r}')
         if self.dist_th_tp not in self.dist_ths:
             raise ValueError(f'dist_th_tp={self.dist_th_tp} must be one of dist_ths={self.dist_ths}')
         if not (0 <= self.min_precision < 1 and 0 <= self.min_recall <= 1):
@@ -253,8 +262,9 @@ def _scale_error(gt_size: np.ndarray, pred_size: np.ndarray) -> float:
 
 
 def accumulate_class(gt: Mapping[str, SampleBoxes], predictions: Mapping[str, SampleBoxes], class_name: str,
-                     dist_th: float) -> DetectionCurves:
-    """Greedy matching of one class's predictions at one centre-distance threshold -> :class:`DetectionCurves`."""
+                     dist_th: float, yaw_period: float | None = None) -> DetectionCurves:
+    """Greedy matching of one class's predictions at one centre-distance threshold -> :class:`DetectionCurves`;
+    orientation errors use ``yaw_period`` (default: the devkit's, π for barrier and 2π otherwise)."""
     gt_of_class = {token: np.flatnonzero(sample.names == class_name) for token, sample in gt.items()}
     num_gt = sum(len(index) for index in gt_of_class.values())
     if num_gt == 0:
@@ -272,7 +282,7 @@ def accumulate_class(gt: Mapping[str, SampleBoxes], predictions: Mapping[str, Sa
     translation, size, yaw, score = (np.concatenate(a) for a in (translations, sizes, yaws, scores))
     order = np.lexsort((np.arange(len(score)), score))[::-1]
     taken = {token: np.zeros(len(index), dtype=bool) for token, index in gt_of_class.items()}
-    period = math.pi if class_name == 'barrier' else 2 * math.pi
+    period = yaw_period if yaw_period is not None else math.pi if class_name == 'barrier' else 2 * math.pi
     is_match = np.zeros(len(order), dtype=bool)
     errors: dict[str, list[float]] = {name: [] for name in TP_ERROR_NAMES}
     for rank, index in enumerate(order):
@@ -390,10 +400,11 @@ def evaluate_detection(gt: Mapping[str, SampleBoxes], predictions: Mapping[str, 
     for name in classes:
         label_aps[name] = {}
         for dist_th in config.dist_ths:
-            curves = accumulate_class(gt, predictions, name, dist_th)
+            fold = config.yaw_symmetry.get(name, 1)
+            curves = accumulate_class(gt, predictions, name, dist_th, 2 * math.pi / (fold or 1))
             label_aps[name][dist_th] = average_precision(curves, config.min_recall, config.min_precision)
             if dist_th == config.dist_th_tp:
                 label_tp_errors[name] = {
-                    error: math.nan if (name == 'traffic_cone' and error == 'orient_err')
+                    error: math.nan if (fold is None and error == 'orient_err')
                     else tp_error(curves, error, config.min_recall) for error in TP_ERROR_NAMES}
     return DetectionSummary(label_aps, label_tp_errors, config.mean_ap_weight)

@@ -13,9 +13,9 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import MMLogger
 
 from vispe.datasets.nuscenes_tables import DETECTION_NAMES, NuScenesTables
-from vispe.evaluation.nuscenes_detection import (BIKE_RACK_CATEGORY, CVPR_2019_CLASS_RANGE, TP_ERROR_NAMES,
-                                                 DetectionEvalConfig, DetectionSummary, OrientedBoxes, SampleBoxes,
-                                                 check_classes, evaluate_detection, filter_boxes, nd_score)
+from vispe.evaluation.nuscenes_detection import (BIKE_RACK_CATEGORY, CVPR_2019_CLASS_RANGE, NUSCENES_YAW_SYMMETRY,
+                                                 TP_ERROR_NAMES, DetectionEvalConfig, DetectionSummary, OrientedBoxes,
+                                                 SampleBoxes, check_classes, evaluate_detection, filter_boxes, nd_score)
 from vispe.evaluation.nuscenes_devkit import (DevkitEvaluation, DevkitUnavailable, build_submission,
                                               detections_to_sample_boxes, devkit_accumulate, devkit_import_error,
                                               run_detection_eval, write_submission)
@@ -84,6 +84,10 @@ class NuScenesMetric(BaseMetric):
         class_range: 'detection_cvpr_2019' (the devkit's per-class distance limits), a dict of ranges (m) per
             detection name, or None (no distance filter).
         filter_empty_gt: drop ground truth without lidar or radar points (the devkit always does).
+        yaw_symmetry: classes whose boxes look the same after 1/n of a turn -> n (AOE with the period 2π/n), or
+            None (no AOE), over the devkit's rules (barrier 2, traffic_cone None); e.g. ``dict(pedestrian=2)`` for a
+            data set whose pedestrian mesh is symmetric under a half turn. The devkit's numbers keep its own rules.
+            Per-class AOE comes as ``<class>_AOE`` (classes without AOE left out).
     """
 
     default_prefix: str | None = 'nusc'
@@ -93,7 +97,7 @@ class NuScenesMetric(BaseMetric):
                  outfile_prefix: str | None = None, use_devkit: bool | str = 'auto',
                  tp_metrics: Sequence[str] = tuple(TP_ERROR_NAMES), max_boxes_per_sample: int = 300,
                  class_range: str | Mapping[str, float] | None = 'detection_cvpr_2019', filter_empty_gt: bool = True,
-                 collect_device: str = 'cpu', prefix: str | None = None) -> None:
+                 yaw_symmetry: Mapping[str, int | None] | None = None, collect_device: str = 'cpu', prefix: str | None = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.data_root, self.split, self.version = data_root, split, version
         self.classes = check_classes(classes)
@@ -119,7 +123,12 @@ class NuScenesMetric(BaseMetric):
         elif isinstance(class_range, str):
             raise ValueError(f"class_range must be 'detection_cvpr_2019', a dict of ranges or None, got "
                              f"{class_range!r}")
-        self.config = DetectionEvalConfig(class_range=class_range, filter_empty=filter_empty_gt)
+        symmetry = dict(NUSCENES_YAW_SYMMETRY)
+        symmetry.update(yaw_symmetry or {})
+        unknown = [name for name in symmetry if name not in DETECTION_NAMES]
+        if unknown:
+            raise ValueError(f'yaw_symmetry names {unknown}, which are not nuScenes detection names {DETECTION_NAMES}.')
+        self.config = DetectionEvalConfig(class_range=class_range, filter_empty=filter_empty_gt, yaw_symmetry=symmetry)
         self._tables: NuScenesTables | None = None
 
     @property
@@ -220,6 +229,8 @@ class NuScenesMetric(BaseMetric):
         metrics = {'mAP': summary.mean_ap, 'NDS': summary.nd_score(self.tp_metrics)}
         metrics.update({label: errors[name] for name, label in TP_ERROR_NAMES.items()})
         metrics.update({f'{name}_AP': ap for name, ap in summary.class_aps.items()})
+        metrics.update({f'{name}_AOE': tps['orient_err'] for name, tps in summary.label_tp_errors.items()
+                        if not math.isnan(tps['orient_err'])})
         return metrics
 
     def _devkit_metrics(self, devkit: DevkitEvaluation) -> dict[str, float]:

@@ -81,6 +81,28 @@ def check_finite(values: torch.Tensor, name: str, fix: str, positive: bool = Fal
         raise ValueError(f'{name} must be {what}; got {float(values[where])} at index {list(where)}; {fix}')
 
 
+def check_poses(poses: torch.Tensor, name: str, atol: float = 1e-4) -> None:
+    """Refuse (..., 4, 4) poses that are not finite rigid transforms ``[[R, t], [0, 0, 0, 1]]`` (R orthonormal with
+    det +1 within ``atol``), naming the first bad one; a value check (skipped where :func:`checking_values` says so)."""
+    if not checking_values(poses):
+        return
+    flat = poses.detach().reshape(-1, 4, 4).double()
+    rotation = flat[:, :3, :3]
+    eye = torch.eye(3, dtype=flat.dtype, device=flat.device)
+    last_row = flat.new_tensor([0.0, 0.0, 0.0, 1.0])
+    finite = torch.isfinite(flat).flatten(1).all(1)
+    safe = torch.where(finite[:, None, None], rotation, eye)
+    rigid = (((safe.mT @ safe - eye).abs().amax((-2, -1)) <= atol) & ((torch.linalg.det(safe) - 1).abs() <= atol)
+             & (flat[:, 3] == last_row).all(1))
+    bad = ~(finite & rigid)
+    if bool(bad.any()):
+        index = int(bad.nonzero()[0, 0])
+        where = tuple(int(i) for i in torch.unravel_index(torch.tensor(index), poses.shape[:-2]))
+        problem = 'has NaN or infinite entries' if not bool(finite[index]) else 'is not rigid'
+        raise ValueError(f'{name}: pose {where} {problem}; give [[R, t], [0, 0, 0, 1]] with R a rotation (orthonormal, '
+                         f'det +1) and finite t, for column vectors (transpose a row-vector matrix).')
+
+
 def check_boxes(boxes: torch.Tensor, name: str) -> None:
     """Refuse (B, N, 7) boxes (x, y, z, l, w, h, yaw) with NaN or infinite entries or a size l, w or h <= 0, naming
     the first bad box, its value and the fix; a value check (skipped where :func:`checking_values` says so)."""

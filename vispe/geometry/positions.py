@@ -19,7 +19,7 @@ from typing import Any, Callable, Hashable, TypeVar
 
 import torch
 
-from vispe.geometry.checks import check_boxes, positive_int, size_pair
+from vispe.geometry.checks import check_boxes, check_poses, positive_int, size_pair
 from vispe.geometry.grid import grid_coords
 
 T = TypeVar('T')
@@ -33,6 +33,8 @@ GEOMETRY: dict[str, str] = {
     'points': '3D coordinates of the tokens (Positions(coords=(B, N, 3)))',
     'bounds': 'each 3D scene\'s extent (Positions(scene=SceneGeometry(bounds=(B, 2, 3))))',
     'boxes': '3D boxes of the tokens (Positions(scene=SceneGeometry(boxes=(B, N, 7))))',
+    'poses': 'a rigid pose per token, scene frame -> the token\'s frame (Positions(scene=SceneGeometry(poses=(B, N, 4, '
+             '4)))), e.g. a decoder\'s object queries placed at their 3D reference points',
 }
 
 # The keyword arguments of Positions in the order of vispe 0.1's positional signature, for the error that a
@@ -93,23 +95,33 @@ class SceneGeometry:
     Attributes:
         bounds: optional (B, 2, D) the minimum and maximum corner of each scene's coordinates (a point cloud's
             extent), which absolute encodings of 3D points normalise by (3DETR's ``point_cloud_dims``).
+        poses: optional (B, N, 4, 4) a rigid transform per token from the scene frame to the token's own frame
+            (``[[R, t], [0, 1]]`` for column vectors, as camera extrinsics): tokens that are not pixels of a camera
+            but have a place and a heading in the scene, as a 3D detector's object queries at their reference points
+            (GTA relates them to camera tokens by ``E_query · E_camera⁻¹``). Checked to be finite and rigid (not
+            while a model is traced) unless ``check_values`` is False.
         boxes: optional (B, N, 7) per-token 3D boxes (x, y, z, l, w, h, yaw), the per-layer state of a decoder whose
             queries refine boxes layer by layer (V-DETR); :meth:`Positions.updated` makes the next layer's object.
             Their values are checked (finite, sizes l, w, h > 0; not while a model is traced), unless
             ``check_values`` is False.
-        check_values: False skips the value check of ``boxes`` (and its host synchronisation): for a host whose boxes
-            are valid by construction (V-DETR's decoder: sizes are exponentials of clamped log-scales, every layer).
+        check_values: False skips the value checks of ``boxes`` and ``poses`` (and their host synchronisation): for a
+            host whose boxes or poses are valid by construction (V-DETR's decoder: sizes are exponentials of clamped
+            log-scales, every layer; PETR's query poses: a translation and no rotation).
     """
 
     bounds: torch.Tensor | None = None
     boxes: torch.Tensor | None = None
+    poses: torch.Tensor | None = None
     check_values: bool = field(default=True, kw_only=True, repr=False)
 
     def __post_init__(self) -> None:
         _check_rank('SceneGeometry.bounds', self.bounds, (3,), '(B, 2, D)')
         _check_rank('SceneGeometry.boxes', self.boxes, (3,), '(B, N, 7)')
+        _check_rank('SceneGeometry.poses', self.poses, (4,), '(B, N, 4, 4)')
         if self.boxes is not None and self.boxes.shape[-1] == 7 and self.check_values:
             check_boxes(self.boxes, 'SceneGeometry.boxes')
+        if self.poses is not None and self.poses.shape[-2:] == (4, 4) and self.check_values:
+            check_poses(self.poses, 'SceneGeometry.poses')
 
 
 @dataclass(eq=False, init=False)
@@ -216,6 +228,10 @@ class Positions:
         if boxes is not None and tuple(boxes.shape[1:]) != (self.num_positions, 7):
             raise ValueError(f'SceneGeometry.boxes must be (B, {self.num_positions}, 7) boxes (x, y, z, l, w, h, yaw) '
                              f'of the positioned tokens; got {tuple(boxes.shape)}.')
+        poses = None if self.scene is None else self.scene.poses
+        if poses is not None and tuple(poses.shape[1:]) != (self.num_positions, 4, 4):
+            raise ValueError(f'SceneGeometry.poses must be (B, {self.num_positions}, 4, 4), one rigid transform per '
+                             f'positioned token; got {tuple(poses.shape)}.')
         if self.valid_mask is not None:
             self._check_valid_mask()
         cameras_views = None if self.camera is None else getattr(self.camera.cameras, 'num_views', None)
@@ -235,7 +251,7 @@ class Positions:
                 if getattr(self.camera, name) is not None:
                     counts[name] = getattr(self.camera, name).shape[0]
         if self.scene is not None:
-            for name in ('bounds', 'boxes'):
+            for name in ('bounds', 'boxes', 'poses'):
                 if getattr(self.scene, name) is not None:
                     counts[name] = getattr(self.scene, name).shape[0]
         return counts
@@ -308,7 +324,7 @@ class Positions:
             return self.coords is not None and self.coords.shape[-1] == 3
         if name in ('cameras', 'depth', 'crop_boxes'):
             return self.camera is not None and getattr(self.camera, name) is not None
-        if name in ('bounds', 'boxes'):
+        if name in ('bounds', 'boxes', 'poses'):
             return self.scene is not None and getattr(self.scene, name) is not None
         raise KeyError(f'Unknown geometry {name!r}; the geometry positions carry: {", ".join(GEOMETRY)}.')
 

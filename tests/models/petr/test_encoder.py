@@ -3,14 +3,12 @@ predictions depend on where the cameras are (with the 2D sine encoding alone the
 views are not attended to."""
 from __future__ import annotations
 
-import math
-
 import torch
 
 from vispe.models import PETRDetector
 from vispe.models.multiview_encoder import MultiViewEncoder
 
-from .two_camera_batch import PC_RANGE, batch
+from .two_camera_batch import PC_RANGE, batch, first_camera_turned
 
 
 def gta_detector(encoder_encoding: dict | None = None) -> PETRDetector:
@@ -35,11 +33,7 @@ def test_encoder_runs_gta_over_all_views_and_trains() -> None:
 
 def test_gta_encoder_sees_the_cameras_where_nope_does_not() -> None:
     images, samples = batch()
-    turn = torch.eye(4)
-    cos, sin = math.cos(math.pi / 6), math.sin(math.pi / 6)
-    turn[[0, 0, 2, 2], [0, 2, 0, 2]] = torch.tensor([cos, sin, -sin, cos])   # 30° about the camera's y axis
-    turned = [dict(sample, lidar2cam=torch.stack([turn @ sample['lidar2cam'][0], sample['lidar2cam'][1]]))
-              for sample in samples]                                           # the first camera turned alone
+    turned = first_camera_turned(samples)
     for encoding, changes in ((dict(type='GTA'), True), (dict(type='NoPE'), False)):
         detector = gta_detector(encoding).eval()
         with torch.no_grad():

@@ -27,3 +27,12 @@ def batch(views: int = 2, size: int = 32) -> tuple[torch.Tensor, list[dict]]:
                     pad_shape=(size, size), img_shape=(size, size), gt_boxes=boxes, gt_labels=labels)
                for boxes, labels in zip(BOXES, LABELS)]
     return torch.randn(2, views, 3, size, size), samples
+
+
+def first_camera_turned(samples: list[dict], degrees: float = 30.0) -> list[dict]:
+    """The samples with their first camera alone turned about its own y axis."""
+    turn = torch.eye(4)
+    cos, sin = math.cos(math.radians(degrees)), math.sin(math.radians(degrees))
+    turn[[0, 0, 2, 2], [0, 2, 0, 2]] = torch.tensor([cos, sin, -sin, cos])
+    return [dict(sample, lidar2cam=torch.cat([turn @ sample['lidar2cam'][:1], sample['lidar2cam'][1:]]))
+            for sample in samples]

@@ -28,6 +28,19 @@ def encode_boxes(boxes: torch.Tensor, code_size: int = 8, velocity: torch.Tensor
     return torch.stack(parts, -1)
 
 
+def yaw_from_ray_frame(code: torch.Tensor) -> torch.Tensor:
+    """A code whose yaw channels (6, 7) hold (sin α, cos α) of the yaw relative to the viewing ray, α = yaw − β with
+    β = atan2(y, x) the bearing of its centre from the scene origin (the ego car, where the cameras are), made
+    ego-frame: the (sin α, cos α) turned by β (``β`` without gradient). What a camera sees of an object fixes α
+    (its "local" or allocentric yaw, Mousavian et al., CVPR 2017), not the yaw: two cars of one yaw at two
+    bearings look different, two of one α alike. (..., C) with centres in metres -> (..., C)."""
+    bearing = torch.atan2(code[..., 1], code[..., 0]).detach()
+    sin_a, cos_a = code[..., 6], code[..., 7]
+    sin_b, cos_b = bearing.sin(), bearing.cos()
+    turned = torch.stack([sin_a * cos_b + cos_a * sin_b, cos_a * cos_b - sin_a * sin_b], -1)
+    return torch.cat([code[..., :6], turned, code[..., 8:]], -1)
+
+
 def decode_boxes(code: torch.Tensor) -> torch.Tensor:
     """(..., 8 | 10) code -> (..., 7) boxes (sizes exp'd, yaw = atan2(sin, cos)); velocities are dropped."""
     x, y, log_l, log_w, z, log_h, sin, cos = code[..., :8].unbind(-1)

@@ -19,11 +19,11 @@ from torch import nn
 
 from vispe.encodings import PositionEncoding, build_encoding, check_encoding_fits, register_host
 from vispe.encodings.camera import inverse_sigmoid
-from vispe.geometry import CameraGeometry, Cameras, Positions
+from vispe.geometry import CameraGeometry, Cameras, Positions, SceneGeometry
 from vispe.models.box3d_targets import box3d_targets
 from vispe.models.inputs import check_image_batch, check_nonfinite_option, value_checks_enabled
 from vispe.models.multiview_encoder import MultiViewEncoder
-from vispe.models.petr.box_coder import denormalize_centers, nms_free_decode
+from vispe.models.petr.box_coder import denormalize_centers, nms_free_decode, yaw_from_ray_frame
 from vispe.models.petr.centre_heatmap import CentreHeatmapHead
 from vispe.models.petr.criterion import PETRCriterion
 from vispe.models.petr.denoising import DenoisingQueries, QueryDenoising, denoising_losses, make_denoising_queries
@@ -36,6 +36,10 @@ HOST = register_host('PETRDetector', provides=('grid', 'cameras', 'depth'), call
                      where='vispe.models.petr.PETRDetector (configs/petr: encoding), the camera protocol')
 ENCODER_HOST = register_host('PETRDetector encoder', provides=('grid', 'cameras', 'depth'),
                              where='vispe.models.petr.PETRDetector (configs/petr: encoder.encoding)')
+DECODER_HOST = register_host('PETRDetector decoder', provides=('grid', 'cameras', 'depth', 'poses'),
+                             where='vispe.models.petr.PETRDetector (configs/petr: decoder.encoding), its '
+                                   'cross-attention between object queries posed at their reference points and the '
+                                   'camera tokens')
 
 
 def classification_branch(embed_dim: int, num_classes: int, num_fcs: int = 2) -> nn.Sequential:
@@ -102,7 +106,10 @@ class PETRDetector(BaseModel):
         num_classes: K.
         encoding: the camera encoding's config: one of the camera protocol with a query embedding (PETR, PPE3D,
             MultiViewSine; checked at build).
-        decoder: :class:`PETRDecoder` arguments.
+        decoder: :class:`PETRDecoder` arguments, and optionally ``encoding``: an attention encoding in its
+            cross-attention between the object queries, each posed at its reference point (identity rotation,
+            ``SceneGeometry.poses``), and the camera tokens: ``dict(type='GTA')`` makes the query-to-camera transform
+            ``E_query · E_camera⁻¹`` what attention sees.
         num_queries: learnable 3D reference points (PETR: 900).
         embed_dim: d (256).
         pc_range: (xmin, ymin, zmin, xmax, ymax, zmax) that predicted centres span (nuScenes: ±51.2, −5..3).
@@ -125,6 +132,10 @@ class PETRDetector(BaseModel):
         encoder: a transformer encoder over the tokens of all views before the decoder, with its own encoding in
             its self-attention (:class:`~vispe.models.multiview_encoder.MultiViewEncoder`; e.g. ``dict(depth=2,
             num_heads=4, mlp_dim=512, dropout=0.1, encoding=dict(type='GTA'))``); None: none (PETR).
+        yaw_frame: what the heads' yaw channels regress: ``'ego'`` the yaw itself (PETR), or ``'ray'`` the yaw
+            relative to the bearing of the box centre from the ego origin, turned to the yaw before the losses and
+            the decoding (:func:`~vispe.models.petr.box_coder.yaw_from_ray_frame`), so outputs and losses stay in the
+            scene frame.
     """
 
     def __init__(self, backbone: dict, num_classes: int, encoding: dict | None = None, decoder: dict | None = None,
@@ -134,18 +145,22 @@ class PETRDetector(BaseModel):
                  post_center_range: Sequence[float] | None = None, score_threshold: float | None = None,
                  num_reg_fcs: int = 2, nonfinite_inputs: str = 'raise', denoising: dict | None = None,
                  centre_heatmap: dict | None = None, token_queries: dict | None = None, encoder: dict | None = None,
-                 data_preprocessor: dict | None = None,
+                 yaw_frame: str = 'ego', data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         if len(pc_range) != 6 or any(hi <= lo for lo, hi in zip(pc_range[:3], pc_range[3:])):
             raise ValueError(f'pc_range must be (xmin, ymin, zmin, xmax, ymax, zmax) with max > min; got {pc_range}.')
         self.nonfinite_inputs = check_nonfinite_option(nonfinite_inputs)
+        if yaw_frame not in ('ego', 'ray'):
+            raise ValueError(f"yaw_frame must be 'ego' (PETR: the heads regress the yaw) or 'ray' (the yaw relative to "
+                             f"the bearing of the box centre); got {yaw_frame!r}.")
+        self.yaw_frame = yaw_frame
         self.backbone = MODELS.build(backbone)
         self.encoding = build_encoding(encoding or dict(type='PETR'), embed_dim=embed_dim,
                                        in_channels=self.backbone.channels)
         check_encoding_fits(self.encoding, HOST)
         self.input_proj = nn.Conv2d(self.encoding.out_channels(self.backbone.channels), embed_dim, kernel_size=1)
-        self.decoder = PETRDecoder(embed_dim=embed_dim, **(decoder or {}))
+        self.decoder, self.decoder_encoding = self._build_decoder(decoder, embed_dim)
         self.encoder, self.encoder_encoding = self._build_encoder(encoder, embed_dim)
         self.num_queries = num_queries
         self.reference_points = nn.Embedding(num_queries, 3) if token_queries is None else None
@@ -187,6 +202,33 @@ class PETRDetector(BaseModel):
         check_encoding_fits(encoder_encoding, ENCODER_HOST)
         return (MultiViewEncoder(embed_dim, **{'depth': depth, 'num_heads': num_heads, 'mlp_dim': 4 * embed_dim,
                                                **options}), encoder_encoding)
+
+    @staticmethod
+    def _build_decoder(decoder: dict | None, embed_dim: int) -> tuple[PETRDecoder, PositionEncoding | None]:
+        options = dict(decoder or {})
+        encoding = options.pop('encoding', None)
+        module = PETRDecoder(embed_dim=embed_dim, **options)
+        if encoding is None:
+            return module, None
+        num_heads = module.layers[0].cross_attn.num_heads
+        decoder_encoding = build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads,
+                                          head_dim=embed_dim // num_heads, depth=len(module.layers))
+        check_encoding_fits(decoder_encoding, DECODER_HOST)
+        return module, decoder_encoding
+
+    def query_positions(self, reference: torch.Tensor) -> Positions:
+        """The queries' positions for the decoder's encoding: each query posed at its reference point (B, Q, 3)
+        in [0, 1] of ``pc_range``, as the rigid transform scene -> query frame ``[[I, −p], [0, 1]]`` with p the
+        point in metres (the ego frame's axes)."""
+        low = reference.new_tensor(self.pc_range[:3])
+        point = low + reference * (reference.new_tensor(self.pc_range[3:]) - low)
+        batch, count = point.shape[:2]
+        rotation = torch.eye(3, dtype=point.dtype, device=point.device).expand(batch, count, 3, 3)
+        top = torch.cat([rotation, -point[..., None]], -1)
+        bottom = point.new_tensor([0.0, 0.0, 0.0, 1.0]).expand(batch, count, 1, 4)
+        poses = torch.cat([top, bottom], -2)
+        return Positions(num_positions=count, device=point.device,
+                         scene=SceneGeometry(poses=poses, check_values=False))
 
     def _init_transformer(self) -> None:
         """PETR's initialisation: Xavier-uniform decoder matrices, reference points U(0, 1)."""
@@ -259,7 +301,13 @@ class PETRDetector(BaseModel):
             if content is not None:
                 content = torch.cat([content.new_zeros(batch, denoising.num_slots, content.shape[-1]), content], 1)
         query_pos = self.encoding.encode_queries(reference)
-        hidden = self.decoder(query_pos, memory, key_embed, key_valid, self_attn_mask, content)
+        pos_q = None
+        if self.decoder_encoding is not None:
+            pos_q = self.query_positions(reference)
+            self.decoder_encoding.prepare(pos_q)
+            self.decoder_encoding.prepare(pos)
+        hidden = self.decoder(query_pos, memory, key_embed, key_valid, self_attn_mask, content,
+                              self.decoder_encoding, pos_q, pos)
         logits = torch.stack([branch(layer) for branch, layer in zip(self.cls_branches, hidden)])
         raw = torch.stack([branch(layer) for branch, layer in zip(self.reg_branches, hidden)])
         anchor = inverse_sigmoid(reference)
@@ -267,7 +315,10 @@ class PETRDetector(BaseModel):
                              raw[..., 5:]], -1)
         normalised = torch.cat([centers[..., 0:2].sigmoid(), centers[..., 2:4], centers[..., 4:5].sigmoid(),
                                 centers[..., 5:]], -1)
-        return dict(logits=logits, code=denormalize_centers(normalised, self.pc_range), pos=pos,
+        code = denormalize_centers(normalised, self.pc_range)
+        if self.yaw_frame == 'ray':
+            code = yaw_from_ray_frame(code)
+        return dict(logits=logits, code=code, pos=pos,
                     extras=encoded.extras, heatmap=heatmap, reference=reference,
                     query_index=query_index)
 
