@@ -19,12 +19,13 @@ Positions: the tokens of V views, view-major (token n belongs to view n // (N / 
 per view; :attr:`vispe.geometry.Cameras.extrinsics`); or tokens with a pose each (``SceneGeometry.poses``
 (B, N, 4, 4), scene -> token frame, used as E): a detector's object queries at their 3D reference points, which
 then read camera tokens through ``E_query · E_camera⁻¹`` in cross-attention. Posed tokens have no image
-coordinates: their SO(2) pairs stay unturned (angle 0), so a key's SO(2) turn enters as it is. Image coordinates: a grid's cell (i, j) sits at
-((i + ½)/h, (j + ½)/w) (the reference's token centres ``coord[4::8, 4::8]`` of a stride-8 grid); tokens
-given by ``coords`` alone (a decoder's target rays) carry (row, col) in pixels of the view's image, divided
-by ``cameras.image_size`` (the reference's ``make_2dcoord``: pixel index / size). Prefix tokens are not
-transformed. Only relative transforms enter, so the loaders' canonical frame (every E right-multiplied by
-the first input view's E⁻¹) changes nothing but rounding.
+coordinates: their SO(2) pairs stay unturned (angle 0), so a key's SO(2) turn enters as it is.
+
+Image coordinates: a grid's cell (i, j) sits at ((i + ½)/h, (j + ½)/w) (the reference's token centres
+``coord[4::8, 4::8]`` of a stride-8 grid); tokens given by ``coords`` alone (a decoder's target rays) carry (row,
+col) in pixels of the view's image, divided by ``cameras.image_size`` (the reference's ``make_2dcoord``: pixel index
+/ size). Prefix tokens are not transformed. Only relative transforms enter, so the loaders' canonical frame (every E
+right-multiplied by the first input view's E⁻¹) changes nothing but rounding.
 """
 from __future__ import annotations
 

@@ -17,9 +17,9 @@ Per class and centre-distance threshold d in {0.5, 1, 2, 4} m:
 
 True-positive errors come from the matches at d = 2 m: ATE the centre distance (m), ASE = 1 - IoU of the two
 boxes aligned on centre and heading (the devkit's ``scale_iou``), AOE the smallest yaw difference (rad; period
-pi for barrier, not defined (nan) for traffic_cone: ``DetectionEvalConfig.yaw_symmetry``). Each is the cumulative mean over the matches in score
-order, resampled at the confidence of every recall point, and averaged over the recall points from
-``min_recall`` (excluded) to the highest recall reached; a class with no match gets error 1.
+pi for barrier, not defined (nan) for traffic_cone: ``DetectionEvalConfig.yaw_symmetry``). Each is the cumulative
+mean over the matches in score order, resampled at the confidence of every recall point, and averaged over the
+recall points from ``min_recall`` (excluded) to the highest recall reached; a class with no match gets error 1.
 
 mAP is the mean AP over classes and thresholds, mTP the mean error over classes (nan ignored), and
 
@@ -178,8 +178,8 @@ class DetectionEvalConfig:
     def __post_init__(self) -> None:
         for name, fold in self.yaw_symmetry.items():
             if fold is not None and (isinstance(fold, bool) or not isinstance(fold, int) or fold < 1):
-                raise ValueError(f'yaw_symmetry[{name!r}] must be a whole number n >= 1 (the class looks the same after '
-                                 f'1/n of a turn; AOE uses the period 2π/n) or None (no AOE); got {fold!r}')
+                raise ValueError(f'yaw_symmetry[{name!r}] must be a whole number n >= 1 (the class looks the same '
+                                 f'after 1/n of a turn; AOE uses the period 2π/n) or None (no AOE); got {fold!r}')
         if self.dist_th_tp not in self.dist_ths:
             raise ValueError(f'dist_th_tp={self.dist_th_tp} must be one of dist_ths={self.dist_ths}')
         if not (0 <= self.min_precision < 1 and 0 <= self.min_recall <= 1):

@@ -97,7 +97,8 @@ class NuScenesMetric(BaseMetric):
                  outfile_prefix: str | None = None, use_devkit: bool | str = 'auto',
                  tp_metrics: Sequence[str] = tuple(TP_ERROR_NAMES), max_boxes_per_sample: int = 300,
                  class_range: str | Mapping[str, float] | None = 'detection_cvpr_2019', filter_empty_gt: bool = True,
-                 yaw_symmetry: Mapping[str, int | None] | None = None, collect_device: str = 'cpu', prefix: str | None = None) -> None:
+                 yaw_symmetry: Mapping[str, int | None] | None = None, collect_device: str = 'cpu',
+                 prefix: str | None = None) -> None:
         super().__init__(collect_device=collect_device, prefix=prefix)
         self.data_root, self.split, self.version = data_root, split, version
         self.classes = check_classes(classes)
