@@ -105,3 +105,32 @@ def test_view_stack_benchmark_and_a_bad_layout(repo_root, tmp_path) -> None:
     assert rows[0]['ratio'] == rows[0]['ratio_high'] == 1.0 and all(row['layout'] == '2 x 3x4' for row in rows)
     bad = subprocess.run([*tool, '2x14'], capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and 'VIEWSxROWSxCOLS' in bad.stderr
+
+
+def test_fps_benchmark_times_both_backends_and_compares_their_indices(repo_root, tmp_path, capsys,
+                                                                    monkeypatch) -> None:
+    pytest.importorskip('fpsample')
+    from vispe.cli.benchmark import main
+    from vispe.engine import benchmark_fps
+    argv = ['--fps', '--batch', '2', '--points', '300', '--samples', '40', '--repeats', '2', '--warmup', '1',
+            '--device', 'cpu', '--note', 'shared machine', '--out', str(tmp_path / 'f')]
+    assert main(argv) == 0
+    document = json.loads((tmp_path / 'f.json').read_text())
+    assert_run_stamped(document, repo_root)
+    assert document['note'] == 'shared machine' and 'load average' in document['machine']
+    rows = document['rows']
+    assert [(row['model'], row['device'], row['same_indices']) for row in rows] == [('torch loop', 'cpu', None),
+                                                                                  ('fpsample', 'cpu', True)]
+    assert rows[0]['ratio'] == rows[0]['ratio_high'] == 1.0 and all(len(row['samples']) == 2 for row in rows)
+    assert all((row['batch'], row['points'], row['num_samples']) == (2, 300, 40) for row in rows)
+    markdown = (tmp_path / 'f.md').read_text()
+    assert 'note: shared machine' in markdown and '| cpu | fpsample |' in markdown and markdown.count('| yes |') == 1
+    assert (tmp_path / 'f.csv').read_text().splitlines()[0] == 'device,backend,ms,x torch loop,same indices'
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(['--fps', '--points', '30', '--samples', '40'])
+    assert '--samples 40: more than the 30 points of each cloud' in capsys.readouterr().err
+    monkeypatch.setattr(benchmark_fps, 'fpsample_importable', lambda: False)
+    with pytest.raises(SystemExit):
+        main(['--fps', '--points', '30', '--samples', '4'])
+    assert 'pip install "vispe[3d]"' in capsys.readouterr().err

@@ -66,6 +66,8 @@ FEATURES = {
     'trimesh': ('from pathlib import Path; from vispe.datasets.mv_scenes.meshes import CLASS_MESHES, load_mesh; '
                 "load_mesh(CLASS_MESHES[0], Path('m.obj'))", '3d'),
     'skimage': ('from vispe.datasets.stereo_motorcycle import motorcycle_rgbd; motorcycle_rgbd()', '3d'),
+    'fpsample': ("import torch; from vispe.geometry import farthest_point_sample; "
+                 "farthest_point_sample(torch.zeros(1, 4, 3), 2, backend='fpsample')", '3d'),
     'plyfile': ("from vispe.gaussians import read_gaussians_ply; read_gaussians_ply('g.ply')", 'gaussians'),
     'onnx': ('import torch; from vispe.export import export_onnx; export_onnx(torch.nn.Identity(), (torch.ones(1),), '
              "'x.onnx')", 'export'),

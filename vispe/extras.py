@@ -20,6 +20,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     'open3d': ('3d', 'open3d'),
     'trimesh': ('3d', 'trimesh'),
     'skimage': ('3d', 'scikit-image'),
+    'fpsample': ('3d', 'fpsample'),
     'plyfile': ('gaussians', 'plyfile'),
     'constriction': ('gaussians', 'constriction'),
     'pytorch_wavelets': ('gaussians', 'pytorch_wavelets'),

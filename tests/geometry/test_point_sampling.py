@@ -1,19 +1,40 @@
-"""Farthest-point sampling, ball query and grouping against brute force, as PointNet++'s ops define them."""
+"""Farthest-point sampling, ball query and grouping against brute force, as PointNet++'s ops define them; the fpsample
+and torch backends of farthest-point sampling give the same indices."""
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 import pytest
 import torch
 
+from vispe.extras import MissingExtraError
+from vispe.geometry import fpsample_backend, point_sampling
 from vispe.geometry.point_sampling import ball_query, farthest_point_sample, group_points
 
 
 def brute_force_fps(points: np.ndarray, count: int) -> list[int]:
+    """O(N * count), written out: after each pick, every point's squared distance to it (in the points' dtype, summed
+    x, y, z in order) lowers the point's distance to the picked set; the first point of the largest comes next."""
+    nearest = [np.inf] * len(points)
     chosen = [0]
-    for _ in range(count - 1):
-        distance = np.min(((points[:, None] - points[chosen][None]) ** 2).sum(-1), axis=1)
-        chosen.append(int(np.argmax(distance)))
+    while len(chosen) < count:
+        latest = points[chosen[-1]]
+        for index, point in enumerate(points):
+            squared = (point[0] - latest[0]) ** 2 + (point[1] - latest[1]) ** 2 + (point[2] - latest[2]) ** 2
+            nearest[index] = min(nearest[index], squared)
+        farthest = 0
+        for index in range(len(points)):
+            if nearest[index] > nearest[farthest]:
+                farthest = index
+        chosen.append(farthest)
     return chosen
+
+
+def tied_cloud(batch: int, seed: int) -> torch.Tensor:
+    """(batch, 600, 3) float32 points on a 6 × 6 × 6 lattice, each lattice point several times: distances tie."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 6, (batch, 600, 3), generator=generator).float() * 0.25
 
 
 def test_fps_equals_brute_force_and_finds_the_extremes() -> None:
@@ -86,3 +107,123 @@ def test_group_points_and_errors() -> None:
     with pytest.raises(ValueError, match=r'int64 index \(B, M, k\) with the same B; got \(1, 4, 3\) and \(1, 2, 2\) '
                                          r'torch.int32'):
         group_points(torch.zeros(1, 4, 3), torch.zeros(1, 2, 2, dtype=torch.int32))
+
+
+@pytest.fixture
+def without_fpsample(monkeypatch):
+    """fpsample hidden from import (a None entry in sys.modules), as where it is not installed."""
+    monkeypatch.setitem(sys.modules, 'fpsample', None)
+    fpsample_backend.fpsample_importable.cache_clear()
+    yield
+    fpsample_backend.fpsample_importable.cache_clear()
+
+
+@pytest.fixture
+def fpsample_calls(monkeypatch) -> list[tuple[int, ...]]:
+    """The shapes of the clouds that farthest_point_sample hands to fpsample."""
+    calls: list[tuple[int, ...]] = []
+
+    def recorded(xyz: torch.Tensor, num_samples: int) -> torch.Tensor:
+        calls.append(tuple(xyz.shape))
+        return fpsample_backend.fpsample_farthest_points(xyz, num_samples)
+    monkeypatch.setattr(point_sampling, 'fpsample_farthest_points', recorded)
+    return calls
+
+
+def test_torch_backend_equals_brute_force_on_ties_and_duplicates() -> None:
+    xyz = tied_cloud(2, seed=4)[:, :150]
+    chosen = farthest_point_sample(xyz, 40, backend='torch')
+    for scene in range(2):
+        assert chosen[scene].tolist() == brute_force_fps(xyz[scene].numpy(), 40)
+    line = torch.tensor([[[0.0, 0, 0], [1, 0, 0], [-1, 0, 0], [0, 1, 0]]])
+    assert farthest_point_sample(line, 4, backend='torch').tolist() == [[0, 1, 2, 3]]
+
+
+@pytest.mark.parametrize('seed', [0, 1, 2])
+def test_fpsample_equals_torch_on_random_clouds(seed: int) -> None:
+    pytest.importorskip('fpsample')
+    generator = torch.Generator().manual_seed(seed)
+    xyz = torch.randn(3, 2000, 3, generator=generator) * torch.tensor([4.0, 4.0, 1.0])
+    fast = farthest_point_sample(xyz, 512, backend='fpsample')
+    assert fast.dtype == torch.int64 and fast.shape == (3, 512) and fast.device == xyz.device
+    assert torch.equal(fast, farthest_point_sample(xyz, 512, backend='torch'))
+    assert fast[:, 0].tolist() == [0, 0, 0] and all(len(set(row.tolist())) == 512 for row in fast)
+    channels_first = xyz.transpose(1, 2).contiguous().transpose(1, 2)  # the same points, strided
+    assert not channels_first.is_contiguous()
+    assert torch.equal(farthest_point_sample(channels_first, 512, backend='fpsample'), fast)
+
+
+@pytest.mark.parametrize('seed', [0, 1])
+def test_fpsample_breaks_ties_at_the_lowest_index_as_torch(seed: int) -> None:
+    fpsample = pytest.importorskip('fpsample')
+    xyz = tied_cloud(2, seed)
+    fast = farthest_point_sample(xyz, 216, backend='fpsample')  # every lattice point once, ties at every step
+    assert torch.equal(fast, farthest_point_sample(xyz, 216, backend='torch'))
+    assert fast[0, :60].tolist() == brute_force_fps(xyz[0].numpy(), 60)
+    line = torch.tensor([[[0.0, 0, 0], [1, 0, 0], [-1, 0, 0], [0, 1, 0]]])
+    assert farthest_point_sample(line, 4, backend='fpsample').tolist() == [[0, 1, 2, 3]]
+    # fpsample 0.3.3 and 1.0.1+ take the highest of equally far points; vispe hands their clouds over reversed.
+    raw = fpsample.fps_sampling(line[0].numpy(), 4, start_idx=0).tolist()
+    assert raw == ([0, 3, 2, 1] if fpsample_backend.fpsample_ties_to_highest() else [0, 1, 2, 3])
+
+
+@pytest.mark.parametrize('backend', ['torch', 'fpsample', 'auto'])
+def test_every_backend_equals_brute_force_on_small_clouds(backend: str) -> None:
+    if backend == 'fpsample':
+        pytest.importorskip('fpsample')
+    generator = torch.Generator().manual_seed(5)
+    xyz = torch.rand(2, 200, 3, generator=generator)
+    xyz[:, 150:] = xyz[:, 50:100]  # duplicated points
+    chosen = farthest_point_sample(xyz, 30, backend=backend)
+    for scene in range(2):
+        assert chosen[scene].tolist() == brute_force_fps(xyz[scene].numpy(), 30)
+
+
+def test_auto_takes_fpsample_for_float32_cpu_clouds_only(fpsample_calls: list) -> None:
+    pytest.importorskip('fpsample')
+    generator = torch.Generator().manual_seed(6)
+    xyz = torch.rand(2, 100, 3, generator=generator)
+    assert torch.equal(farthest_point_sample(xyz, 10), farthest_point_sample(xyz, 10, backend='torch'))
+    assert fpsample_calls == [(2, 100, 3)]
+    farthest_point_sample(xyz.double(), 10)  # float64: the torch loop, in float64
+    with_nan = xyz.clone()
+    with_nan[1, 7, 2] = torch.nan
+    farthest_point_sample(with_nan, 10)  # non-finite: the torch loop, as before
+    assert fpsample_calls == [(2, 100, 3)]
+
+
+def test_auto_takes_torch_while_traced(fpsample_calls: list, monkeypatch) -> None:
+    pytest.importorskip('fpsample')
+    monkeypatch.setattr(point_sampling, 'checking_values', lambda xyz: False)
+    xyz = torch.rand(1, 50, 3, generator=torch.Generator().manual_seed(7))
+    farthest_point_sample(xyz, 5)
+    assert fpsample_calls == []
+    with pytest.raises(RuntimeError, match="cannot trace; use backend='torch'"):
+        farthest_point_sample(xyz, 5, backend='fpsample')
+
+
+def test_without_fpsample_auto_takes_torch_and_fpsample_names_the_extra(without_fpsample: None) -> None:
+    xyz = torch.rand(1, 50, 3, generator=torch.Generator().manual_seed(8))
+    assert farthest_point_sample(xyz, 6).tolist() == [brute_force_fps(xyz[0].numpy(), 6)]
+    with pytest.raises(MissingExtraError, match=r'pip install "vispe\[3d\]".*backend=\'torch\''):
+        farthest_point_sample(xyz, 6, backend='fpsample')
+
+
+def test_backend_errors_name_the_fix() -> None:
+    xyz = torch.rand(1, 20, 3, generator=torch.Generator().manual_seed(9))
+    with pytest.raises(ValueError, match="unknown backend 'cuda'; choose 'auto'.*'fpsample' or 'torch'"):
+        farthest_point_sample(xyz, 4, backend='cuda')
+    with pytest.raises(ValueError, match="samples CPU tensors; xyz is on meta. Use backend='torch'"):
+        farthest_point_sample(xyz.to('meta'), 4, backend='fpsample')
+    with pytest.raises(ValueError, match=r"computes in float32; xyz is torch.float64.*give xyz.float\(\)"):
+        farthest_point_sample(xyz.double(), 4, backend='fpsample')
+    with pytest.raises(ValueError, match='asked for 21 samples'):
+        farthest_point_sample(xyz, 21, backend='fpsample')
+
+
+def test_fpsample_refuses_non_finite_points() -> None:
+    pytest.importorskip('fpsample')
+    xyz = torch.rand(1, 20, 3, generator=torch.Generator().manual_seed(10))
+    xyz[0, 3, 1] = torch.inf
+    with pytest.raises(ValueError, match=r"xyz must be finite .*got inf at index \[0, 3, 1\].*backend='torch'"):
+        farthest_point_sample(xyz, 4, backend='fpsample')

@@ -45,6 +45,11 @@ control row; ``--memory`` adds the peak memory of an 8-layer decoder's training 
 
     vispe benchmark --point-layer --queries 256 --points 2048 --batch 2 --backward --memory
 
+FPS mode (``--fps``): farthest-point sampling of B clouds of N points to M samples with the torch loop (the
+baseline) and the fpsample library, and whether their indices are the same (:mod:`vispe.engine.benchmark_fps`):
+
+    vispe benchmark --fps --batch 2 --points 20000 --samples 2048
+
 View-stack mode (``--view-stack VxHxW ...``): four ViT-S-sized attention layers over V views of H×W tokens with GTA
 (``on='qkvo'`` and ``'qk'``) against the same layers without an encoding, and those again as the control row
 (:mod:`vispe.engine.benchmark_views`). In both layer modes a ratio is the median of the per-round ratios with the
@@ -76,6 +81,7 @@ from vispe.engine.arguments import (InvalidArgument, check_distinct, config_dict
 from vispe.engine.benchmark_common import (machine_description, machine_summary, markdown_table, measure, round_ratios,
                                            write_text_atomically)
 from vispe.engine.benchmark_detector import CAMERA_TABLE_NOTE, benchmark_detectors, detector_tables
+from vispe.engine.benchmark_fps import check_fps_arguments, run_fps
 from vispe.engine.benchmark_points import run_point_layer
 from vispe.engine.benchmark_views import run_view_stack, view_layout
 from vispe.geometry import Positions
@@ -113,7 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--point-layer', action='store_true',
                         help='benchmark one point-detector decoder layer per point encoding')
     parser.add_argument('--queries', type=positive_int, default=256, help='point-layer mode: box queries (256)')
-    parser.add_argument('--points', type=positive_int, default=2048, help='point-layer mode: point tokens (2048)')
+    parser.add_argument('--points', type=positive_int, default=None,
+                        help='point-layer mode: point tokens (2048); FPS mode: points per cloud (20000)')
+    parser.add_argument('--fps', action='store_true',
+                        help='benchmark farthest-point sampling: the torch loop against the fpsample library')
+    parser.add_argument('--samples', type=positive_int, default=2048, help='FPS mode: points kept per cloud (2048)')
     parser.add_argument('--view-stack', type=view_layout, nargs='+', default=None, metavar='VxHxW',
                         help='benchmark GTA over V views of HxW tokens (e.g. 2x14x14 4x32x32)')
     parser.add_argument('--memory', action='store_true', help='CPU: measure peak memory in fresh processes')
@@ -147,6 +157,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             return args
         if args.point_layer:
             args.batch = args.batch or 2
+            args.points = args.points or 2048
+            return args
+        if args.fps:
+            check_fps_arguments(args)
             return args
         if args.view_stack:
             args.batch = args.batch or 1
@@ -416,6 +430,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.point_layer:
         run_point_layer(args, device, command)
+        return 0
+    if args.fps:
+        run_fps(args, device, command)
         return 0
     if args.view_stack:
         run_view_stack(args, device, command)

@@ -140,12 +140,15 @@ def round_ratios(result: dict, base: dict) -> dict[str, float]:
 
 
 def report_table(out: Path | None, command: str, title: str, machine: str, rows: list[dict],
-                 cells: list[list[str]]) -> None:
-    """Print a layer benchmark's table; with ``out``, write out.json (command, machine, rows), out.md and out.csv."""
-    print(title, machine, aligned_table(cells), sep='\n')
+                 cells: list[list[str]], note: str | None = None) -> None:
+    """Print a layer benchmark's table; with ``out``, write out.json (command, machine, note, rows), out.md and
+    out.csv. ``note``: a line for the report (``--note``, e.g. that the machine was shared)."""
+    note_line = [f'note: {note}'] if note else []
+    print(title, machine, *note_line, aligned_table(cells), sep='\n')
     if out:
         write_text_atomically(out.with_suffix('.json'), json.dumps(dict(command=command, **run_stamp(), title=title,
-                                                                        machine=machine, rows=rows), indent=1))
-        write_text_atomically(out.with_suffix('.md'), f'{title}\n\n`{command}`\n\n{machine}\n\n'
-                                                      f'{markdown_table(cells)}\n')
+                                                                        machine=machine, note=note, rows=rows),
+                                                                   indent=1))
+        write_text_atomically(out.with_suffix('.md'), '\n\n'.join([title, f'`{command}`', machine, *note_line,
+                                                                   markdown_table(cells)]) + '\n')
         write_text_atomically(out.with_suffix('.csv'), '\n'.join(','.join(line) for line in cells) + '\n')

@@ -111,4 +111,5 @@ def run_view_stack(args: argparse.Namespace, device: torch.device, command: str)
     cells = [['views x grid', 'encoding', 'ms', 'x plain SDPA']]
     cells += [[row['layout'], row['model'], f"{row['seconds'] * 1e3:.1f}",
                f"{row['ratio']:.3f} ({row['ratio_high']:.3f})"] for row in rows]
-    report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells)
+    report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells,
+                 note=args.note)

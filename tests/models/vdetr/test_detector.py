@@ -1,12 +1,15 @@
 """The point detector: outputs of every encoding, box refinement across layers, the proposal stage, bad input."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 from mmengine.config import Config
 
 from vispe.encodings import VertexRPE
-from vispe.models.vdetr import VDETR
+from vispe.geometry import fpsample_backend, point_sampling
+from vispe.models.vdetr import VDETR, VDETRHead
 from vispe.registry import MODELS
 
 from ...conftest import REPO_ROOT
@@ -115,3 +118,37 @@ def test_pointnet2_hierarchy_keeps_input_points_and_trains() -> None:
         MODELS.build(dict(type='PointNet2Backbone', levels=[dict(in_channels=3)]))
     with pytest.raises(ValueError, match='fewer centres'):
         MODELS.build(dict(type='PointNet2Backbone', levels=[dict(num_samples=16), dict(num_samples=32)]))
+
+
+def test_default_sampling_backend_gives_the_torch_loops_outputs(monkeypatch) -> None:
+    """The PointNet++ centres and VDETRHead's voxels come from farthest_point_sample's default backend (fpsample on
+    the CPU where installed); with fpsample hidden (the torch loop) every output is the same."""
+    torch.manual_seed(0)
+    model = small_detector('VertexRPE').eval()
+    head = VDETRHead(in_channels=3, num_classes=3, embed_dim=32, depth=1, num_heads=2, mlp_dim=32, num_queries=8,
+                     num_samples=64).eval()
+    points, _ = scenes()
+    calls: list[tuple[int, ...]] = []
+
+    def recorded(xyz: torch.Tensor, num_samples: int) -> torch.Tensor:
+        calls.append(tuple(xyz.shape))
+        return fpsample_backend.fpsample_farthest_points(xyz, num_samples)
+    monkeypatch.setattr(point_sampling, 'fpsample_farthest_points', recorded)
+
+    def outputs() -> dict[str, torch.Tensor]:
+        with torch.no_grad():
+            return {**model(points, mode='tensor'), **{f'head {key}': value for key, value in
+                                                       head(points[..., :3], points[..., 3:]).items()}}
+    default = outputs()
+    if fpsample_backend.fpsample_importable():
+        assert calls == [(2, 256, 3), (2, 256, 3)]
+    monkeypatch.setitem(sys.modules, 'fpsample', None)
+    fpsample_backend.fpsample_importable.cache_clear()
+    try:
+        loop = outputs()
+    finally:
+        fpsample_backend.fpsample_importable.cache_clear()
+    assert len(calls) in (0, 2) and default.keys() == loop.keys()
+    assert default['head sample_index'].shape == (2, 64)
+    for key in default:
+        assert torch.equal(default[key], loop[key]), key
