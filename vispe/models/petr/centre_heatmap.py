@@ -39,6 +39,19 @@ def padded_boxes(boxes: list[torch.Tensor], device: torch.device) -> tuple[torch
     return padded, real
 
 
+def centre_cells(cameras: Cameras, padded: torch.Tensor, feat_size: tuple[int, int],
+                 stride: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Where padded boxes (B, G, 7) project in every view: their centres' cells (B, V, G, 2) as (col, row) float,
+    camera depths (B, V, G) and (B, V, G) True where the centre lies in front of the camera and inside the feature
+    grid (h, w) of cells of ``stride`` pixels."""
+    height, width = feat_size
+    pixels, depth = cameras.project(padded[..., :3])
+    cells = torch.floor(pixels / stride)
+    inside = ((depth > MIN_DEPTH) & (cells[..., 0] >= 0) & (cells[..., 0] < width) & (cells[..., 1] >= 0)
+              & (cells[..., 1] < height))
+    return cells, depth, inside
+
+
 def centre_heatmaps(cameras: Cameras, boxes: list[torch.Tensor], labels: list[torch.Tensor], num_classes: int,
                     feat_size: tuple[int, int], stride: int, radius_scale: float = 0.25,
                     min_radius: float = 1.0) -> torch.Tensor:
@@ -50,17 +63,14 @@ def centre_heatmaps(cameras: Cameras, boxes: list[torch.Tensor], labels: list[to
     heat = torch.zeros(batch, views, num_classes, height, width, device=device)
     if padded.shape[1] == 0:
         return heat
-    centres, extents = padded[..., :3], padded[..., 3:6].amax(-1)
+    extents = padded[..., 3:6].amax(-1)
     onehot = torch.zeros(batch, padded.shape[1], num_classes, device=device)
     for index, sample_labels in enumerate(labels):
         onehot[index, torch.arange(len(sample_labels), device=device), sample_labels.long()] = 1.0
-    pixels, depth = cameras.project(centres)
+    cells, depth, inside = centre_cells(cameras, padded, feat_size, stride)
     focal = cameras.intrinsics[..., 0, 0].abs().float()[..., None]
     radius = (radius_scale * extents[:, None] * focal / depth.clamp(min=MIN_DEPTH) / stride).clamp(min=min_radius)
     sigma = (2 * radius + 1) / 6
-    cells = torch.floor(pixels / stride)
-    inside = ((depth > MIN_DEPTH) & (cells[..., 0] >= 0) & (cells[..., 0] < width) & (cells[..., 1] >= 0)
-              & (cells[..., 1] < height))
     rows = torch.arange(height, device=device, dtype=torch.float32)
     cols = torch.arange(width, device=device, dtype=torch.float32)
     distance = ((rows[:, None] - cells[..., 1, None, None]) ** 2

@@ -27,6 +27,7 @@ from vispe.models.petr.box_coder import denormalize_centers, nms_free_decode, ya
 from vispe.models.petr.centre_heatmap import CentreHeatmapHead
 from vispe.models.petr.criterion import PETRCriterion
 from vispe.models.petr.denoising import DenoisingQueries, QueryDenoising, denoising_losses, make_denoising_queries
+from vispe.models.petr.local_yaw import LocalYawHead
 from vispe.models.petr.token_queries import TokenQueries, proposal_loss
 from vispe.models.petr.transformer import PETRDecoder
 from vispe.registry import MODELS
@@ -136,6 +137,9 @@ class PETRDetector(BaseModel):
             relative to the bearing of the box centre from the ego origin, turned to the yaw before the losses and
             the decoding (:func:`~vispe.models.petr.box_coder.yaw_from_ray_frame`), so outputs and losses stay in the
             scene frame.
+        local_yaw: a 2D auxiliary head in training that classifies every object's yaw relative to each view's ray
+            at its projected centre (:class:`~vispe.models.petr.local_yaw.LocalYawHead` arguments, e.g.
+            ``dict(bins=8, weight=1.0)``; ``loss_local_yaw``); None: none (PETR).
     """
 
     def __init__(self, backbone: dict, num_classes: int, encoding: dict | None = None, decoder: dict | None = None,
@@ -145,7 +149,7 @@ class PETRDetector(BaseModel):
                  post_center_range: Sequence[float] | None = None, score_threshold: float | None = None,
                  num_reg_fcs: int = 2, nonfinite_inputs: str = 'raise', denoising: dict | None = None,
                  centre_heatmap: dict | None = None, token_queries: dict | None = None, encoder: dict | None = None,
-                 yaw_frame: str = 'ego', data_preprocessor: dict | None = None,
+                 yaw_frame: str = 'ego', local_yaw: dict | None = None, data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         if len(pc_range) != 6 or any(hi <= lo for lo, hi in zip(pc_range[:3], pc_range[3:])):
@@ -184,6 +188,7 @@ class PETRDetector(BaseModel):
         self.denoising = QueryDenoising(**denoising) if denoising is not None else None
         self.centre_heatmap = (CentreHeatmapHead(self.backbone.channels, num_classes, **centre_heatmap)
                                if centre_heatmap is not None else None)
+        self.local_yaw = LocalYawHead(self.backbone.channels, **local_yaw) if local_yaw is not None else None
         if token_queries is not None and self.centre_heatmap is None:
             raise ValueError('token_queries draws the queries by the centre heatmap: set centre_heatmap too, e.g. '
                              'centre_heatmap=dict(weight=1.0).')
@@ -290,6 +295,7 @@ class PETRDetector(BaseModel):
         heatmap = content = query_index = None
         if self.centre_heatmap is not None and (self.training or self.token_queries is not None):
             heatmap = self.centre_heatmap(image_features)
+        local_yaw = self.local_yaw(image_features) if self.local_yaw is not None and self.training else None
         if self.token_queries is not None:
             content, reference, query_index = self.token_queries(memory, key_embed, heatmap, key_valid)
         else:
@@ -319,7 +325,7 @@ class PETRDetector(BaseModel):
         if self.yaw_frame == 'ray':
             code = yaw_from_ray_frame(code)
         return dict(logits=logits, code=code, pos=pos,
-                    extras=encoded.extras, heatmap=heatmap, reference=reference,
+                    extras=encoded.extras, heatmap=heatmap, local_yaw=local_yaw, reference=reference,
                     query_index=query_index)
 
     def targets(self, data_samples: list[Mapping[str, Any]], device: torch.device) -> tuple[list, list, list | None]:
@@ -367,6 +373,10 @@ class PETRDetector(BaseModel):
             pos = outputs['pos']
             losses['loss_heatmap'] = self.centre_heatmap.loss(outputs['heatmap'], pos.camera.cameras, boxes, labels,
                                                               self.backbone.stride, pos.valid_mask)
+        if self.local_yaw is not None:
+            pos = outputs['pos']
+            losses['loss_local_yaw'] = self.local_yaw.loss(outputs['local_yaw'], pos.camera.cameras, boxes,
+                                                           self.backbone.stride, pos.valid_mask)
         if self.token_queries is not None:
             pos = outputs['pos']
             losses['loss_proposal'] = self.token_queries.proposal_weight * proposal_loss(
