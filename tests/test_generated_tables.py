@@ -188,3 +188,29 @@ def test_every_committed_result_json_records_its_date(repo_root) -> None:
                for folder in ('benchmarks', 'models') for path in sorted((repo_root / folder).rglob('*.json'))
                if not json.loads(path.read_text()).get('date')]
     assert not undated, f'result JSON without "date"/"commit" (re-run its tool, which records them): {undated}'
+
+
+def _multiview_document(date: str, commit: str, groups: dict[str, float], rig: str = 'config') -> dict:
+    result = dict(rig=rig, height=90, width=160, intrinsics_scale=1.0)
+    metrics = lambda value: {'nusc/mAP': value, 'nusc/NDS': value, 'nusc/mATE': 1.0, 'nusc/mASE': 0.5,  # noqa: E731
+                             'nusc/mAOE': 1.5, 'nusc/car_AOE': 1.4, 'nusc/pedestrian_AOE': 0.7,
+                             **{f'nusc/devkit/{name}': value for name in ('mAP', 'NDS', 'NDS_official')}}
+    return dict(date=date, commit=commit, seed_groups=[
+        dict(label=label, results=[dict(result, mean=metrics(value), spread=dict.fromkeys(metrics(value), 0.0))])
+        for label, value in groups.items()])
+
+
+def test_a_seed_group_comes_from_its_latest_evaluation_whole() -> None:
+    """A configuration evaluated again (a newer commit) replaces all its cells, and an older document keeps the
+    groups nobody measured again; the per-class orientation table reads the classes the JSON records."""
+    from vispe.reporting.result_tables import latest_groups, multiview_table, orientation_table
+    old = _multiview_document('2026-12-02T00:00:00+00:00', 'a' * 40, {'lid': 0.3, 'ud': 0.2})
+    old_rig2 = _multiview_document('2026-12-02T00:00:01+00:00', 'a' * 40, {'lid': 0.25}, rig='other')
+    new = _multiview_document('2026-12-06T00:00:00+00:00', 'b' * 40, {'lid': 0.4})
+    kept = [(document['commit'][0], group['label']) for document, group in latest_groups([old, old_rig2, new])]
+    assert kept == [('a', 'ud'), ('b', 'lid')]
+    text = multiview_table([old, old_rig2, new])
+    assert '| `lid` | 0.400 ± 0.000 |' in text and '0.250' not in text and '| `ud` | 0.200 ± 0.000 |' in text
+    orientation = orientation_table([old, new], height=90)
+    assert orientation.splitlines()[0] == '| seed group | rig | car | pedestrian | mAOE |'
+    assert '| `lid` | config | 1.40 ± 0.00 | 0.70 ± 0.00 | 1.50 ± 0.00 |' in orientation

@@ -44,40 +44,72 @@ def camera_condition(result: dict) -> str:
     return size if result['intrinsics_scale'] == 1.0 else f'zoom {result["intrinsics_scale"]:g}, {size}'
 
 
-def multiview_table(documents: list[dict], metric: str = 'nusc/mAP') -> str:
-    """``eval_resolution.py`` of multi-view detectors (sizes, zoom, rigs) merged: one row per seed group, one
-    column per condition."""
-    columns: list[str] = []
-    cells: dict[str, dict[str, str]] = {}
+def latest_groups(documents: list[dict]) -> list[tuple[dict, dict]]:
+    """(document, seed group) pairs of multi-view evaluations, each seed group taken only from the evaluation commit
+    that measured it last (documents by their ``date``; one commit's documents together): a configuration trained
+    and evaluated again replaces its older rows whole, never column by column."""
+    newest: dict[str, tuple[str, str]] = {}
     for document in documents:
         for group in document['seed_groups']:
-            for result in group['results']:
-                condition = camera_condition(result)
-                if condition not in columns:
-                    columns.append(condition)
-                cells.setdefault(group['label'], {})[condition] = mean_spread(result['mean'][metric],
-                                                                              result['spread'][metric], 3)
+            stamp = (document['date'], document['commit'])
+            if group['label'] not in newest or stamp[0] > newest[group['label']][0]:
+                newest[group['label']] = stamp
+    return [(document, group) for document in documents for group in document['seed_groups']
+            if document['commit'] == newest[group['label']][1]]
+
+
+def multiview_table(documents: list[dict], metric: str = 'nusc/mAP') -> str:
+    """``eval_resolution.py`` of multi-view detectors (sizes, zoom, rigs) merged: one row per seed group (its latest
+    evaluation, :func:`latest_groups`), one column per condition."""
+    columns: list[str] = []
+    cells: dict[str, dict[str, str]] = {}
+    for _, group in latest_groups(documents):
+        for result in group['results']:
+            condition = camera_condition(result)
+            if condition not in columns:
+                columns.append(condition)
+            cells.setdefault(group['label'], {})[condition] = mean_spread(result['mean'][metric],
+                                                                          result['spread'][metric], 3)
     rows = [[f'`{label}`', *[by.get(column, '–') for column in columns]] for label, by in cells.items()]
     return table(['seed group', *columns], rows)
 
 
 def nuscenes_table(documents: list[dict], height: int) -> str:
     """vispe's nuScenes metric beside the devkit's at one image height, every rig: mAP, NDS (mean ± spread), mean
-    errors, and the devkit's mAP / NDS / official NDS."""
+    errors, and the devkit's mAP / NDS / official NDS (each seed group's latest evaluation)."""
     rows = []
-    for document in documents:
-        for group in document['seed_groups']:
-            for result in group['results']:
-                if result['height'] != height or result['intrinsics_scale'] != 1.0:
-                    continue
-                mean, spread = result['mean'], result['spread']
-                rows.append([f'`{group["label"]}`', result['rig'],
-                             mean_spread(mean['nusc/mAP'], spread['nusc/mAP'], 3),
-                             mean_spread(mean['nusc/NDS'], spread['nusc/NDS'], 3),
-                             *[f'{mean[f"nusc/{name}"]:.2f}' for name in ('mATE', 'mASE', 'mAOE')],
-                             ' / '.join(f'{mean[f"nusc/devkit/{name}"]:.3f}' for name in DEVKIT)])
+    for _, group in latest_groups(documents):
+        for result in group['results']:
+            if result['height'] != height or result['intrinsics_scale'] != 1.0:
+                continue
+            mean, spread = result['mean'], result['spread']
+            rows.append([f'`{group["label"]}`', result['rig'],
+                         mean_spread(mean['nusc/mAP'], spread['nusc/mAP'], 3),
+                         mean_spread(mean['nusc/NDS'], spread['nusc/NDS'], 3),
+                         *[f'{mean[f"nusc/{name}"]:.2f}' for name in ('mATE', 'mASE')],
+                         mean_spread(mean['nusc/mAOE'], spread['nusc/mAOE'], 2),
+                         ' / '.join(f'{mean[f"nusc/devkit/{name}"]:.3f}' for name in DEVKIT)])
     return table(['seed group', 'rig', 'mAP', 'NDS', 'mATE (m)', 'mASE', 'mAOE (rad)',
                   'devkit mAP / NDS / official NDS'], rows)
+
+
+def orientation_table(documents: list[dict], height: int) -> str:
+    """Per-class orientation error (rad, mean ± spread over seeds) at one image height, every rig, of the seed
+    groups whose latest evaluation records it (``nusc/<class>_AOE``)."""
+    rows, classes = [], []
+    for _, group in latest_groups(documents):
+        for result in group['results']:
+            names = [key[len('nusc/'):-len('_AOE')] for key in result['mean']
+                     if key.startswith('nusc/') and key.endswith('_AOE') and '/devkit/' not in key]
+            if result['height'] != height or result['intrinsics_scale'] != 1.0 or not names:
+                continue
+            classes += [name for name in names if name not in classes]
+            mean, spread = result['mean'], result['spread']
+            rows.append((f'`{group["label"]}`', result['rig'], {
+                name: mean_spread(mean[f'nusc/{name}_AOE'], spread[f'nusc/{name}_AOE'], 2) for name in names},
+                mean_spread(mean['nusc/mAOE'], spread['nusc/mAOE'], 2)))
+    return table(['seed group', 'rig', *classes, 'mAOE'],
+                 [[label, rig, *[by.get(name, '–') for name in classes], mean] for label, rig, by, mean in rows])
 
 
 def point_sweep_table(document: dict) -> str:
