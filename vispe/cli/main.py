@@ -46,6 +46,7 @@ COMMANDS = {
     'vis-attention': Command('vis_attention', 'draw where a query attends, at several input sizes'),
     'vis-encoding': Command('vis_encoding', 'draw what encodings do before any training'),
     'vis-positions': Command('vis_positions', 'draw the 3D points of a multi-view detector\'s camera encoding'),
+    'vis-orientation': Command('vis_orientation', 'draw predicted against true yaw of a multi-view detector'),
     'vis-crop-depth': Command('vis_crop_depth', 'draw depth-from-crops predictions on one image'),
     'vis-nvs': Command('vis_nvs', 'draw novel-view renderings beside the ground truth'),
     'nvs-mean-image': Command('nvs_mean_image', 'score the mean-image floor of novel-view synthesis'),
