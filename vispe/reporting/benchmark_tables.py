@@ -104,3 +104,12 @@ def layer_table(document: dict, label: str = 'layout') -> str:
     return table(['model', label, 'ms', '× first row (highest round)', peak_name], rows)
 
 
+
+
+def fps_table(document: dict) -> str:
+    """``--fps``: time and ratio to the torch loop (highest round) per backend, whether its indices equal the loop's,
+    and the machine they ran on."""
+    rows = [[row['model'], row['device'], f'{row["seconds"] * 1e3:.1f}', ratio(row['ratio'], row.get('ratio_high')),
+             {None: '(baseline)', True: 'yes', False: '**no**'}[row['same_indices']]] for row in document['rows']]
+    return '\n\n'.join([table(['backend', 'device', 'ms', '× torch loop (highest round)', 'same indices'], rows),
+                         document['machine']])

@@ -93,6 +93,7 @@ BLOCKS = {block.name: block for block in [
     Block('bench-detectors', ['benchmarks/petr_mv-scenes.json'], _each(bench.detector_table)),
     Block('bench-point-layer', ['benchmarks/vdetr_point_layer_forward.json', 'benchmarks/vdetr_point_layer_train.json'],
           _each(lambda document: bench.layer_table(document, 'points'))),
+    Block('bench-fps', ['benchmarks/fps_cpu1.json'], _each(bench.fps_table)),
     Block('bench-view-stack', ['benchmarks/gta_view_stack_2x14x14.json', 'benchmarks/gta_view_stack_batch1.json',
                                'benchmarks/gta_view_stack_2x14x14_train.json'], _each(bench.layer_table)),
 ]}

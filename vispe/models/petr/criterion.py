@@ -18,6 +18,22 @@ from torchvision.ops import sigmoid_focal_loss
 from vispe.models.petr.box_coder import encode_boxes
 
 MATCH_CHANNELS = 8
+YAW_CHANNELS = slice(6, 8)
+YAW_LOSSES = ('l1', 'von_mises')
+
+
+def von_mises_loss(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per box (M,) the negative log-likelihood of the target yaw θ under a von Mises distribution whose mean and
+    concentration are the predicted (sin, cos) channels (M, 2) read as κ·(sin μ, cos μ): ``log I0(κ) − κ·cos(θ − μ)``
+    up to a constant (Prokudin, Gehler, Nowozin, "Deep Directional Statistics", ECCV 2018). Its gradient in the
+    predicted vector is ``A(κ)·(sin μ, cos μ) − (sin θ, cos θ)``, the target's own direction: unlike an L1 on the
+    channels, whose sign gradients from objects of opposite yaws cancel once the channels reach their median (0, 0),
+    it keeps pulling towards every object's yaw in proportion to what the features tell about it. The decoded yaw is
+    still ``atan2(sin, cos)``. target: (M, 2) (sin θ, cos θ)."""
+    vector = predicted.float()
+    concentration = vector.norm(dim=-1)
+    log_i0 = torch.log(torch.special.i0e(concentration)) + concentration
+    return log_i0 - (vector * target.float()).sum(-1)
 
 
 def focal_cost(logits: torch.Tensor, labels: torch.Tensor, alpha: float = 0.25, gamma: float = 2.0,
@@ -65,11 +81,17 @@ class PETRCriterion(nn.Module):
         code_weights: per code channel (PETR: 1 ×8, 0.2 for the velocities).
         cls_weight, bbox_weight: loss weights (2.0, 0.25), also the matching costs' weights.
         alpha, gamma: focal loss parameters (0.25, 2).
+        yaw_loss: ``'l1'`` (PETR: L1 on the sin/cos channels like the others) or ``'von_mises'``
+            (:func:`von_mises_loss` in their place, times their code weight).
     """
 
     def __init__(self, num_classes: int, code_weights: Sequence[float] = (1.0,) * 8, cls_weight: float = 2.0,
-                 bbox_weight: float = 0.25, alpha: float = 0.25, gamma: float = 2.0) -> None:
+                 bbox_weight: float = 0.25, alpha: float = 0.25, gamma: float = 2.0, yaw_loss: str = 'l1') -> None:
         super().__init__()
+        if yaw_loss not in YAW_LOSSES:
+            raise ValueError(f"yaw_loss must be 'l1' (PETR) or 'von_mises' (the yaw's negative log-likelihood); got "
+                             f"{yaw_loss!r}.")
+        self.yaw_loss = yaw_loss
         self.num_classes = num_classes
         self.code_size = len(code_weights)
         self.cls_weight, self.bbox_weight = cls_weight, bbox_weight
@@ -100,7 +122,11 @@ class PETRCriterion(nn.Module):
         num = self.num_matched(sum(len(m) for m in matched_code), logits.device)
         loss_cls = sigmoid_focal_loss(logits.float(), targets, self.alpha, self.gamma, reduction='sum') / num
         predicted, target = torch.cat(matched_code).float(), torch.cat(matched_target).float()
-        loss_bbox = ((predicted - target).abs() * self.code_weights).sum() / num
+        errors = (predicted - target).abs() * self.code_weights
+        if self.yaw_loss == 'von_mises':
+            yaw = von_mises_loss(predicted[:, YAW_CHANNELS], target[:, YAW_CHANNELS]) * self.code_weights[6]
+            errors = torch.cat([errors[:, :6], yaw[:, None], errors[:, 8:]], 1)
+        loss_bbox = errors.sum() / num
         return dict(loss_cls=self.cls_weight * loss_cls, loss_bbox=self.bbox_weight * loss_bbox)
 
     def forward(self, logits: torch.Tensor, code: torch.Tensor, boxes: list[torch.Tensor], labels: list[torch.Tensor],

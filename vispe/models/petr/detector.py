@@ -140,6 +140,8 @@ class PETRDetector(BaseModel):
         local_yaw: a 2D auxiliary head in training that classifies every object's yaw relative to each view's ray
             at its projected centre (:class:`~vispe.models.petr.local_yaw.LocalYawHead` arguments, e.g.
             ``dict(bins=8, weight=1.0)``; ``loss_local_yaw``); None: none (PETR).
+        yaw_loss: the matched boxes' yaw loss, ``'l1'`` (PETR) or ``'von_mises'``
+            (:func:`~vispe.models.petr.criterion.von_mises_loss`).
     """
 
     def __init__(self, backbone: dict, num_classes: int, encoding: dict | None = None, decoder: dict | None = None,
@@ -149,7 +151,8 @@ class PETRDetector(BaseModel):
                  post_center_range: Sequence[float] | None = None, score_threshold: float | None = None,
                  num_reg_fcs: int = 2, nonfinite_inputs: str = 'raise', denoising: dict | None = None,
                  centre_heatmap: dict | None = None, token_queries: dict | None = None, encoder: dict | None = None,
-                 yaw_frame: str = 'ego', local_yaw: dict | None = None, data_preprocessor: dict | None = None,
+                 yaw_frame: str = 'ego', local_yaw: dict | None = None, yaw_loss: str = 'l1',
+                 data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         if len(pc_range) != 6 or any(hi <= lo for lo, hi in zip(pc_range[:3], pc_range[3:])):
@@ -184,7 +187,7 @@ class PETRDetector(BaseModel):
         weights = code_weights if code_weights is not None else (1.0,) * 8 + (0.2,) * (code_size - 8)
         if len(weights) != code_size:
             raise ValueError(f'code_weights needs one weight per code channel ({code_size}); got {len(weights)}.')
-        self.criterion = PETRCriterion(num_classes, weights, cls_weight, bbox_weight)
+        self.criterion = PETRCriterion(num_classes, weights, cls_weight, bbox_weight, yaw_loss=yaw_loss)
         self.denoising = QueryDenoising(**denoising) if denoising is not None else None
         self.centre_heatmap = (CentreHeatmapHead(self.backbone.channels, num_classes, **centre_heatmap)
                                if centre_heatmap is not None else None)
