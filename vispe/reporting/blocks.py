@@ -16,7 +16,9 @@ from vispe.reporting.sources import Sources
 
 PETR_EVALUATIONS = ['models/petr_mv-scenes_sizes.json', 'models/petr_mv-scenes_zoom.json',
                     'models/petr_mv-scenes_rig2.json', 'models/petr_mv-scenes_gta_sizes.json',
-                    'models/petr_mv-scenes_gta_zoom.json', 'models/petr_mv-scenes_gta_rig2.json']
+                    'models/petr_mv-scenes_gta_zoom.json', 'models/petr_mv-scenes_gta_rig2.json',
+                    'models/petr_mv-scenes_per-class_rig1.json', 'models/petr_mv-scenes_per-class_zoom.json',
+                    'models/petr_mv-scenes_per-class_rig2.json']
 DETECTION_METRICS = [('COCO box mAP', 'bbox_mAP'), ('mAP at IoU 0.5', 'bbox_mAP_50')]
 GAUSSIAN_REPORTS = ['models/gaussians_motorcycle-init.json', 'models/gaussians_motorcycle-fit.json',
                     'models/gaussians_mv-scene0-init.json', 'models/gaussians_mv-scene0-fit.json']
@@ -77,6 +79,8 @@ BLOCKS = {block.name: block for block in [
           lambda sources, files: results.multiview_table([sources.document(name) for name in files])),
     Block('petr-nuscenes', PETR_EVALUATIONS,
           lambda sources, files: results.nuscenes_table([sources.document(name) for name in files], height=90)),
+    Block('petr-orientation', PETR_EVALUATIONS,
+          lambda sources, files: results.orientation_table([sources.document(name) for name in files], height=90)),
     Block('vdetr-sweep', ['models/vdetr_pt-scenes_sweep.json'], _each(results.point_sweep_table, captioned=False)),
     Block('novel-views', ['models/nvs_mv-scenes.json'], _each(results.novel_view_table, captioned=False)),
     Block('crop-depth', ['models/crops_mv-crops-depth_sweep.json'], _each(results.crop_depth_table, captioned=False)),

@@ -7,10 +7,10 @@ from vispe.reporting.sources import Sources
 
 FLEX_1024 = 'benchmarks/flex_1024_vit-s16_cpu1.json'
 ROPE_MIXED_CARD = 'models/vit-t4_rope-mixed_fmnist-28/results.json'
-PETR_SIZES = 'models/petr_mv-scenes_sizes.json'
+PETR_RIG1 = 'models/petr_mv-scenes_per-class_rig1.json'
 NOVEL_VIEWS = 'models/nvs_mv-scenes.json'
 CROP_DEPTH = 'models/crops_mv-crops-depth_sweep.json'
-HEADLINE_SOURCES = [FLEX_1024, ROPE_MIXED_CARD, PETR_SIZES, NOVEL_VIEWS, CROP_DEPTH]
+HEADLINE_SOURCES = [FLEX_1024, ROPE_MIXED_CARD, PETR_RIG1, NOVEL_VIEWS, CROP_DEPTH]
 
 
 def _row(document: dict, model: str) -> dict:
@@ -27,7 +27,7 @@ def headline_table(sources: Sources) -> str:
     lookhere, sdpa = _row(flex, 'LookHere'), _row(flex, 'LookHere kernel=sdpa')
     card = sources.document(ROPE_MIXED_CARD)
     largest = str(card['sizes'][-1])
-    petr = sources.document(PETR_SIZES)
+    petr = sources.document(PETR_RIG1)
 
     height, width = petr['runs'][0]['train_size']
 
