@@ -64,6 +64,7 @@ def test_tool_writes_the_matches_and_draws_them_from_the_json(tiny: TinyPETR, tm
     document = json.loads(out.with_suffix('.json').read_text())
     assert document['commit'] is None or len(document['commit']) == 40
     assert document['classes'][0] == 'car' and document['split'] == 'test-rig1'
+    assert document['command'].startswith('vispe vis-orientation ') and '--score 0' in document['command']
     assert sum(stats['matches'] for stats in document['summary'].values()) == len(document['matches']) > 0
     for stats in document['summary'].values():
         assert stats['matches'] == 0 or stats['error_full_turn'] == pytest.approx(0.5, abs=1e-5)

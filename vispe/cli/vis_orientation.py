@@ -24,8 +24,8 @@ import torch
 
 import vispe
 from vispe.engine import load_config, named_unknown_types
-from vispe.engine.arguments import (InvalidArgument, existing_config, existing_file, positive_int, reported_by,
-                                    run_main, writable_output)
+from vispe.engine.arguments import (InvalidArgument, existing_config, existing_file, positive_int,
+                                    recorded_command, reported_by, run_main, writable_output)
 from vispe.files import write_atomically
 from vispe.registry import DATASETS, MODELS
 from vispe.reporting.provenance import run_stamp
@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress(f'predicting with {Path(args.checkpoint).parent.name or args.checkpoint}')
         matches, classes = collect_matches(args.config, args.checkpoint, args.split, args.samples, args.score)
         split = args.split or load_config(args.config).test_dataloader.dataset.get('split')
-        document = dict(**run_stamp(), command='vispe vis-orientation ' + ' '.join(argv or []),
+        document = dict(**run_stamp(), command=recorded_command('vis-orientation', argv),
                         label=Path(args.checkpoint).parent.name, config=str(args.config),
                         checkpoint=str(args.checkpoint), split=split, score=args.score, classes=classes,
                         summary=summarise(matches, classes), matches=matches)
