@@ -214,3 +214,21 @@ def test_a_seed_group_comes_from_its_latest_evaluation_whole() -> None:
     orientation = orientation_table([old, new], height=90)
     assert orientation.splitlines()[0] == '| seed group | rig | car | pedestrian | mAOE |'
     assert '| `lid` | config | 1.40 ± 0.00 | 0.70 ± 0.00 | 1.50 ± 0.00 |' in orientation
+
+
+def test_latest_evaluation_with_a_rerun_at_one_commit_ties_and_no_commit() -> None:
+    """A re-run evaluated at the same commit replaces the earlier one (no duplicate row); equal dates go to the later
+    document of the list; documents without a commit never join another's batch."""
+    from vispe.reporting.result_tables import latest_groups, nuscenes_table
+    first = _multiview_document('2026-12-06T01:00:00+00:00', 'c' * 40, {'lid': 0.3})
+    rerun = _multiview_document('2026-12-06T02:00:00+00:00', 'c' * 40, {'lid': 0.4})
+    for documents in ([first, rerun], [rerun, first]):
+        rows = [line for line in nuscenes_table(documents, 90).splitlines() if line.startswith('| `lid`')]
+        assert len(rows) == 1 and '0.400 ± 0.000' in rows[0]
+    tie_a = _multiview_document('2026-12-06T03:00:00+00:00', 'a' * 40, {'ud': 0.1})
+    tie_b = _multiview_document('2026-12-06T03:00:00+00:00', 'b' * 40, {'ud': 0.2})
+    assert [document['commit'][0] for document, _ in latest_groups([tie_a, tie_b])] == ['b']
+    assert [document['commit'][0] for document, _ in latest_groups([tie_b, tie_a])] == ['a']
+    loose = [_multiview_document(f'2026-12-0{day}T00:00:00+00:00', None, {'nope': value})
+             for day, value in ((1, 0.1), (2, 0.2))]
+    assert [group['results'][0]['mean']['nusc/mAP'] for _, group in latest_groups(loose)] == [0.2]

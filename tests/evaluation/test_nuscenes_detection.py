@@ -137,6 +137,7 @@ def test_yaw_symmetry_sets_the_orientation_period_per_class() -> None:
     nuscenes = evaluate_detection(gt, predictions, classes).label_tp_errors
     assert nuscenes['pedestrian']['orient_err'] == pytest.approx(math.pi - 0.1)
     config = DetectionEvalConfig(yaw_symmetry={'pedestrian': 2, 'car': None})
+    assert config.yaw_symmetry['barrier'] == 2 and config.yaw_symmetry['traffic_cone'] is None   # nuScenes' kept
     errors = evaluate_detection(gt, predictions, classes, config).label_tp_errors
     assert errors['pedestrian']['orient_err'] == pytest.approx(0.1)
     assert math.isnan(errors['car']['orient_err'])

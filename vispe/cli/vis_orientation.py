@@ -1,13 +1,13 @@
 """Predicted against true yaw of a multi-view detector's matched boxes, per class: where orientation is learned.
 
-    vispe vis-orientation configs/petr/petr-r18_petr-lid_mv-scenes.py work_dirs/petr-r18_petr-lid_mv-scenes_s0/best.pth \\
-        --out models/petr-r18_petr-lid_mv-scenes_orientation.png
+    vispe vis-orientation configs/petr/petr-r18_petr-lid_mv-scenes.py \\
+        work_dirs/petr-r18_petr-lid_mv-scenes_s0/best.pth --out models/petr-r18_petr-lid_mv-scenes_orientation.png
     vispe vis-orientation --from-json models/petr-r18_petr-lid_mv-scenes_orientation.json --out figure.png
 
 The detector predicts the config's test split (or ``--split``); each prediction above ``--score`` is matched, highest
 score first, to the nearest unmatched ground-truth box of its class closer than 2 m in bird's-eye view (nuScenes'
-true-positive threshold). The JSON beside the PNG holds every match (class, true and predicted yaw, the yaw relative to
-the ray from the ego origin, score) and per class the mean orientation error with the full turn and with a half turn
+true-positive threshold). The JSON beside the PNG holds every match (class, true and predicted yaw, the bearing of the
+box from the ego origin, score) and per class the mean orientation error with the full turn and with a half turn
 as period; the figure is drawn from the JSON (``--from-json`` draws it again). One panel per class: a dot per match,
 on the diagonal when the yaw is right, on the dashed lines when front and back are swapped; noise fills the square.
 """

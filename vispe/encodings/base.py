@@ -80,6 +80,9 @@ class PositionEncoding(nn.Module):
             any other declared option raises AttributeError; other attributes may be set freely, except a
             public name within a small edit distance of a declared option (a misspelt option).
         table_cache_size: how many tables :meth:`cached_table` keeps across forwards.
+        reads_poses: whether its attention hooks take query positions that carry only a pose per token
+            (``SceneGeometry.poses``: a 3D detector's object queries at their reference points) against key
+            positions that carry what ``requires`` names; the multi-view detector's decoder refuses the others.
     """
 
     family: ClassVar[str] = 'other'
@@ -91,6 +94,7 @@ class PositionEncoding(nn.Module):
     options: ClassVar[dict[str, Option]] = {}
     declares_options: ClassVar[bool] = False
     table_cache_size: ClassVar[int] = 8
+    reads_poses: ClassVar[bool] = False
     _test_time_names: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -134,6 +134,7 @@ class GTA(PositionEncoding):
     family: ClassVar[str] = 'rotary'
     paper: ClassVar[str] = 'Miyato et al., ICLR 2024 (autonomousvision/gta)'
     requires: ClassVar[tuple[str, ...]] = ('grid', 'cameras')
+    reads_poses: ClassVar[bool] = True
     examples: ClassVar[tuple[dict, ...]] = ({}, {'on': 'qk'})
     options: ClassVar[dict[str, Option]] = {
         'head_dim': model_fact('head_dim', multiple_of=4,

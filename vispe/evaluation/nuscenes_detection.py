@@ -163,7 +163,8 @@ def quaternion_yaw(rotation: np.ndarray) -> np.ndarray:
 class DetectionEvalConfig:
     """The devkit's ``detection_cvpr_2019`` settings. ``class_range`` None keeps boxes at any distance;
     ``filter_empty`` drops ground truth with no lidar or radar point; ``filter_bike_racks`` drops bicycles and
-    motorcycles whose centre lies in a ``static_object.bicycle_rack`` annotation (both the devkit's filters)."""
+    motorcycles whose centre lies in a ``static_object.bicycle_rack`` annotation (both the devkit's filters);
+    ``yaw_symmetry`` sets classes' orientation periods over the devkit's rules (:data:`NUSCENES_YAW_SYMMETRY`)."""
 
     class_range: Mapping[str, float] | None = field(default_factory=lambda: dict(CVPR_2019_CLASS_RANGE))
     dist_ths: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0)
@@ -176,6 +177,7 @@ class DetectionEvalConfig:
     yaw_symmetry: Mapping[str, int | None] = field(default_factory=lambda: dict(NUSCENES_YAW_SYMMETRY))
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, 'yaw_symmetry', {**NUSCENES_YAW_SYMMETRY, **self.yaw_symmetry})
         for name, fold in self.yaw_symmetry.items():
             if fold is not None and (isinstance(fold, bool) or not isinstance(fold, int) or fold < 1):
                 raise ValueError(f'yaw_symmetry[{name!r}] must be a whole number n >= 1 (the class looks the same '

@@ -13,8 +13,8 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import MMLogger
 
 from vispe.datasets.nuscenes_tables import DETECTION_NAMES, NuScenesTables
-from vispe.evaluation.nuscenes_detection import (BIKE_RACK_CATEGORY, CVPR_2019_CLASS_RANGE, NUSCENES_YAW_SYMMETRY,
-                                                 TP_ERROR_NAMES, DetectionEvalConfig, DetectionSummary, OrientedBoxes,
+from vispe.evaluation.nuscenes_detection import (BIKE_RACK_CATEGORY, CVPR_2019_CLASS_RANGE, TP_ERROR_NAMES,
+                                                 DetectionEvalConfig, DetectionSummary, OrientedBoxes,
                                                  SampleBoxes, check_classes, evaluate_detection, filter_boxes, nd_score)
 from vispe.evaluation.nuscenes_devkit import (DevkitEvaluation, DevkitUnavailable, build_submission,
                                               detections_to_sample_boxes, devkit_accumulate, devkit_import_error,
@@ -124,8 +124,7 @@ class NuScenesMetric(BaseMetric):
         elif isinstance(class_range, str):
             raise ValueError(f"class_range must be 'detection_cvpr_2019', a dict of ranges or None, got "
                              f"{class_range!r}")
-        symmetry = dict(NUSCENES_YAW_SYMMETRY)
-        symmetry.update(yaw_symmetry or {})
+        symmetry = dict(yaw_symmetry or {})
         unknown = [name for name in symmetry if name not in DETECTION_NAMES]
         if unknown:
             raise ValueError(f'yaw_symmetry names {unknown}, which are not nuScenes detection names {DETECTION_NAMES}.')

@@ -14,8 +14,8 @@ from typing import Any, Sequence
 import torch
 import torch.fx
 
-__all__ = ['check_boxes', 'check_depth_range', 'check_finite', 'checking_values', 'positive_int', 'size_pair',
-           'tracing']
+__all__ = ['check_boxes', 'check_depth_range', 'check_finite', 'check_poses', 'checking_values', 'positive_int',
+           'size_pair', 'tracing']
 
 
 def tracing() -> bool:

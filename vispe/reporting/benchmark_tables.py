@@ -104,8 +104,6 @@ def layer_table(document: dict, label: str = 'layout') -> str:
     return table(['model', label, 'ms', '× first row (highest round)', peak_name], rows)
 
 
-
-
 def fps_table(document: dict) -> str:
     """``--fps``: time and ratio to the torch loop (highest round) per backend, whether its indices equal the loop's,
     and the machine they ran on."""

@@ -45,17 +45,24 @@ def camera_condition(result: dict) -> str:
 
 
 def latest_groups(documents: list[dict]) -> list[tuple[dict, dict]]:
-    """(document, seed group) pairs of multi-view evaluations, each seed group taken only from the evaluation commit
-    that measured it last (documents by their ``date``; one commit's documents together): a configuration trained
-    and evaluated again replaces its older rows whole, never column by column."""
-    newest: dict[str, tuple[str, str]] = {}
-    for document in documents:
-        for group in document['seed_groups']:
-            stamp = (document['date'], document['commit'])
-            if group['label'] not in newest or stamp[0] > newest[group['label']][0]:
-                newest[group['label']] = stamp
-    return [(document, group) for document in documents for group in document['seed_groups']
-            if document['commit'] == newest[group['label']][1]]
+    """(document, seed group) pairs of multi-view evaluations, oldest first, each seed group taken only from the
+    evaluation that measured it last: the newest document holding it (by ``date``, then by place in the list) and the
+    other documents of the same commit (one evaluation batch: its sizes, zooms and rigs), never a document without a
+    commit besides the newest itself. A configuration trained and evaluated again replaces its older rows whole,
+    never column by column; within the batch a later document wins a repeated condition."""
+    order = sorted(range(len(documents)), key=lambda index: (documents[index]['date'], index))
+    newest: dict[str, int] = {}
+    for index in order:
+        for group in documents[index]['seed_groups']:
+            newest[group['label']] = index
+    kept = []
+    for index in order:
+        for group in documents[index]['seed_groups']:
+            chosen = documents[newest[group['label']]]
+            if index == newest[group['label']] or (chosen['commit'] is not None
+                                                     and documents[index]['commit'] == chosen['commit']):
+                kept.append((documents[index], group))
+    return kept
 
 
 def multiview_table(documents: list[dict], metric: str = 'nusc/mAP') -> str:
@@ -77,26 +84,27 @@ def multiview_table(documents: list[dict], metric: str = 'nusc/mAP') -> str:
 def nuscenes_table(documents: list[dict], height: int) -> str:
     """vispe's nuScenes metric beside the devkit's at one image height, every rig: mAP, NDS (mean ± spread), mean
     errors, and the devkit's mAP / NDS / official NDS (each seed group's latest evaluation)."""
-    rows = []
+    rows: dict[tuple[str, str], list[str]] = {}
     for _, group in latest_groups(documents):
         for result in group['results']:
             if result['height'] != height or result['intrinsics_scale'] != 1.0:
                 continue
             mean, spread = result['mean'], result['spread']
-            rows.append([f'`{group["label"]}`', result['rig'],
-                         mean_spread(mean['nusc/mAP'], spread['nusc/mAP'], 3),
-                         mean_spread(mean['nusc/NDS'], spread['nusc/NDS'], 3),
-                         *[f'{mean[f"nusc/{name}"]:.2f}' for name in ('mATE', 'mASE')],
-                         mean_spread(mean['nusc/mAOE'], spread['nusc/mAOE'], 2),
-                         ' / '.join(f'{mean[f"nusc/devkit/{name}"]:.3f}' for name in DEVKIT)])
+            rows[group['label'], result['rig']] = [
+                f'`{group["label"]}`', result['rig'], mean_spread(mean['nusc/mAP'], spread['nusc/mAP'], 3),
+                mean_spread(mean['nusc/NDS'], spread['nusc/NDS'], 3),
+                *[f'{mean[f"nusc/{name}"]:.2f}' for name in ('mATE', 'mASE')],
+                mean_spread(mean['nusc/mAOE'], spread['nusc/mAOE'], 2),
+                ' / '.join(f'{mean[f"nusc/devkit/{name}"]:.3f}' for name in DEVKIT)]
     return table(['seed group', 'rig', 'mAP', 'NDS', 'mATE (m)', 'mASE', 'mAOE (rad)',
-                  'devkit mAP / NDS / official NDS'], rows)
+                  'devkit mAP / NDS / official NDS'], list(rows.values()))
 
 
 def orientation_table(documents: list[dict], height: int) -> str:
     """Per-class orientation error (rad, mean ± spread over seeds) at one image height, every rig, of the seed
     groups whose latest evaluation records it (``nusc/<class>_AOE``)."""
-    rows, classes = [], []
+    rows: dict[tuple[str, str], tuple[str, str, dict[str, str], str]] = {}
+    classes: list[str] = []
     for _, group in latest_groups(documents):
         for result in group['results']:
             names = [key[len('nusc/'):-len('_AOE')] for key in result['mean']
@@ -105,11 +113,12 @@ def orientation_table(documents: list[dict], height: int) -> str:
                 continue
             classes += [name for name in names if name not in classes]
             mean, spread = result['mean'], result['spread']
-            rows.append((f'`{group["label"]}`', result['rig'], {
+            rows[group['label'], result['rig']] = (f'`{group["label"]}`', result['rig'], {
                 name: mean_spread(mean[f'nusc/{name}_AOE'], spread[f'nusc/{name}_AOE'], 2) for name in names},
-                mean_spread(mean['nusc/mAOE'], spread['nusc/mAOE'], 2)))
+                mean_spread(mean['nusc/mAOE'], spread['nusc/mAOE'], 2))
     return table(['seed group', 'rig', *classes, 'mAOE'],
-                 [[label, rig, *[by.get(name, '–') for name in classes], mean] for label, rig, by, mean in rows])
+                 [[label, rig, *[by.get(name, '–') for name in classes], mean]
+                  for label, rig, by, mean in rows.values()])
 
 
 def point_sweep_table(document: dict) -> str:

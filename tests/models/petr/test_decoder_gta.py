@@ -57,8 +57,14 @@ def test_decoder_gta_sees_the_cameras_where_the_2d_sine_does_not() -> None:
 
 
 def test_decoder_encoding_must_fit_the_decoder() -> None:
-    with pytest.raises(ValueError, match='PETRDetector decoder'):
+    """The camera tokens' geometry is checked as in every host; posed queries need an encoding that reads them
+    with attention hooks (an embed-only one would do nothing there, RoPE would fail on the queries)."""
+    with pytest.raises(ValueError, match='FourierXYZ requires points and bounds in its positions'):
         detector(dict(type='FourierXYZ'))
+    for encoding in ('SinCos2D', 'RoPEAxial', 'CameraRays'):
+        with pytest.raises(ValueError, match=f'{encoding} cannot act in PETRDetector decoder: .* Encodings that do: '
+                                             f'GTA'):
+            detector(dict(type=encoding))
 
 
 def test_ray_frame_yaw_is_the_local_yaw_turned_by_the_bearing() -> None:

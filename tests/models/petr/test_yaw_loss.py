@@ -51,3 +51,16 @@ def test_detector_trains_with_the_von_mises_loss() -> None:
         PETRDetector(backbone=dict(type='TimmFeatures', model_name='resnet10t', out_index=-3), num_classes=5,
                      encoding=dict(type='MultiViewSine'), num_queries=7, embed_dim=32, code_size=8,
                      pc_range=PC_RANGE, yaw_loss='cosine')
+
+
+def test_matching_reads_a_von_mises_yaw_by_its_direction() -> None:
+    """Two queries at one target: the one pointing the right way wins, however long the other's yaw vector."""
+    from vispe.models.petr.criterion import HungarianMatcher3D
+    target = torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]])          # yaw 0
+    code = target.repeat(2, 1)
+    code[0, 6:8] = torch.tensor([0.0, 8.0])                                      # right way, long vector
+    code[1, 6:8] = torch.tensor([0.3, 0.9])                                      # 0.32 rad off, short
+    logits = torch.zeros(2, 1)
+    labels = torch.zeros(1, dtype=torch.int64)
+    assert HungarianMatcher3D(unit_yaw=True)(logits, code, labels, target)[0].tolist() == [0]
+    assert HungarianMatcher3D()(logits, code, labels, target)[0].tolist() == [1]

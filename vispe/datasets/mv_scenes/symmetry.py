@@ -18,7 +18,7 @@ __all__ = ['mirror_distance', 'turn_distance']
 
 def _surface(mesh: CanonicalMesh, samples: int, seed: int) -> np.ndarray:
     """(samples, 3) points on the mesh's surface, area-uniform, with x/y centred on its box."""
-    trimesh = import_extra('trimesh', '3d')
+    trimesh = import_extra('trimesh', 'measuring mesh symmetry')
     surface = trimesh.Trimesh(mesh.vertices, mesh.faces, process=False)
     points = np.asarray(trimesh.sample.sample_surface(surface, samples, seed=seed)[0])
     centre = (mesh.vertices[:, :2].max(0) + mesh.vertices[:, :2].min(0)) / 2

@@ -48,13 +48,16 @@ def focal_cost(logits: torch.Tensor, labels: torch.Tensor, alpha: float = 0.25, 
 class HungarianMatcher3D:
     """One-to-one assignment per sample minimising ``cls_weight·focal_cost + bbox_weight·L1(code[:8])``.
 
-    The L1 runs between the predicted code (centres in metres, log sizes, sin/cos) and the encoded target boxes.
+    The L1 runs between the predicted code (centres in metres, log sizes, sin/cos) and the encoded target boxes;
+    with ``unit_yaw`` the predicted (sin, cos) are made unit first (a von Mises yaw code's length is its
+    concentration, not a distance to the target).
     """
 
     def __init__(self, cls_weight: float = 2.0, bbox_weight: float = 0.25, alpha: float = 0.25,
-                 gamma: float = 2.0) -> None:
+                 gamma: float = 2.0, unit_yaw: bool = False) -> None:
         self.cls_weight, self.bbox_weight = cls_weight, bbox_weight
         self.alpha, self.gamma = alpha, gamma
+        self.unit_yaw = unit_yaw
 
     @torch.no_grad()
     def __call__(self, logits: torch.Tensor, code: torch.Tensor, labels: torch.Tensor,
@@ -63,9 +66,12 @@ class HungarianMatcher3D:
         if labels.numel() == 0:
             empty = torch.zeros(0, dtype=torch.int64)
             return empty, empty
+        predicted = code[:, :MATCH_CHANNELS].float()
+        if self.unit_yaw:
+            yaw = predicted[:, YAW_CHANNELS]
+            predicted = torch.cat([predicted[:, :6], yaw / yaw.norm(dim=-1, keepdim=True).clamp(min=1e-6)], 1)
         cost = (self.cls_weight * focal_cost(logits, labels, self.alpha, self.gamma)
-                + self.bbox_weight * torch.cdist(code[:, :MATCH_CHANNELS].float(),
-                                                 target_code[:, :MATCH_CHANNELS].float(), p=1))
+                + self.bbox_weight * torch.cdist(predicted, target_code[:, :MATCH_CHANNELS].float(), p=1))
         if not bool(torch.isfinite(cost).all()):
             raise FloatingPointError('The matching cost holds NaN or inf: the predictions diverged (lower the '
                                      'learning rate or clip gradients) or a target box is not finite.')
@@ -96,7 +102,7 @@ class PETRCriterion(nn.Module):
         self.code_size = len(code_weights)
         self.cls_weight, self.bbox_weight = cls_weight, bbox_weight
         self.alpha, self.gamma = alpha, gamma
-        self.matcher = HungarianMatcher3D(cls_weight, bbox_weight, alpha, gamma)
+        self.matcher = HungarianMatcher3D(cls_weight, bbox_weight, alpha, gamma, unit_yaw=yaw_loss == 'von_mises')
         self.register_buffer('code_weights', torch.tensor(code_weights, dtype=torch.float32), persistent=False)
 
     @staticmethod

@@ -19,6 +19,7 @@ from torch import nn
 
 from vispe.encodings import PositionEncoding, build_encoding, check_encoding_fits, register_host
 from vispe.encodings.camera import inverse_sigmoid
+from vispe.encodings.hosts import EncodingHostError
 from vispe.geometry import CameraGeometry, Cameras, Positions, SceneGeometry
 from vispe.models.box3d_targets import box3d_targets
 from vispe.models.inputs import check_image_batch, check_nonfinite_option, value_checks_enabled
@@ -30,17 +31,19 @@ from vispe.models.petr.denoising import DenoisingQueries, QueryDenoising, denois
 from vispe.models.petr.local_yaw import LocalYawHead
 from vispe.models.petr.token_queries import TokenQueries, proposal_loss
 from vispe.models.petr.transformer import PETRDecoder
-from vispe.registry import MODELS
+from vispe.registry import ENCODINGS, MODELS
 
+# The hooks that act inside attention: the only ones that run in the decoder's cross-attention.
+ATTENTION_HOOKS = frozenset({'rotate', 'transform_v', 'transform_out', 'logits_bias'})
 NUSCENES_PC_RANGE = (-51.2, -51.2, -5.0, 51.2, 51.2, 3.0)
 HOST = register_host('PETRDetector', provides=('grid', 'cameras', 'depth'), calls=('key_embedding', 'encode_queries'),
                      where='vispe.models.petr.PETRDetector (configs/petr: encoding), the camera protocol')
 ENCODER_HOST = register_host('PETRDetector encoder', provides=('grid', 'cameras', 'depth'),
                              where='vispe.models.petr.PETRDetector (configs/petr: encoder.encoding)')
-DECODER_HOST = register_host('PETRDetector decoder', provides=('grid', 'cameras', 'depth', 'poses'),
+DECODER_HOST = register_host('PETRDetector decoder', provides=('grid', 'cameras', 'depth'),
                              where='vispe.models.petr.PETRDetector (configs/petr: decoder.encoding), its '
-                                   'cross-attention between object queries posed at their reference points and the '
-                                   'camera tokens')
+                                   'cross-attention between object queries posed at their reference points '
+                                   '(SceneGeometry.poses) and the camera tokens (what it provides)')
 
 
 def classification_branch(embed_dim: int, num_classes: int, num_fcs: int = 2) -> nn.Sequential:
@@ -222,6 +225,14 @@ class PETRDetector(BaseModel):
         decoder_encoding = build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads,
                                           head_dim=embed_dim // num_heads, depth=len(module.layers))
         check_encoding_fits(decoder_encoding, DECODER_HOST)
+        name = type(decoder_encoding).__name__
+        if not decoder_encoding.reads_poses or not decoder_encoding.active_hooks & ATTENTION_HOOKS:
+            readers = [other for other, cls in ENCODINGS.module_dict.items() if getattr(cls, 'reads_poses', False)]
+            raise EncodingHostError(f'{name} cannot act in {DECODER_HOST.name}: its queries carry only a pose each '
+                                    f'(their reference points) and only attention hooks run there, so an encoding '
+                                    f'must read posed queries (reads_poses) with attention hooks. Encodings that '
+                                    f'do: {", ".join(readers)}. A key embedding for the camera tokens is the '
+                                    f'detector\'s own encoding (model.encoding).')
         return module, decoder_encoding
 
     def query_positions(self, reference: torch.Tensor) -> Positions:

@@ -8,8 +8,8 @@ one matched box per object and step; this head asks the backbone for it densely,
 each view's features predict ``bins`` logits per cell, and the cells within ``radius`` cells (Chebyshev distance) of
 the cell holding a projected box centre (as :mod:`~vispe.models.petr.centre_heatmap` places it) are classified into
 the bin of its α (bin k covers [2πk/bins, 2π(k+1)/bins)), with cross-entropy averaged over those cells (FCOS3D
-supervises every foreground location the same way; radius 0: the centre cell alone). Only in training; it adds no inference
-cost and no parameter the released PETR checkpoints have.
+supervises every foreground location the same way; radius 0: the centre cell alone). Only in training; it adds no
+inference cost and no parameter the released PETR checkpoints have.
 
 Shapes: features (B·V, C, h, w) -> logits (B·V, bins, h, w); targets from boxes (G_b, 7) per sample and the cameras.
 """
