@@ -58,6 +58,7 @@ def test_rows_per_model_and_size_and_outputs(tmp_path) -> None:
                                                              ('lookhere', '56')]
     report = json.loads(out.with_suffix('.json').read_text())
     assert report['encoding_options'] == {'56': {'global_slope': 0.5}}
+    assert report['date'][:2] == '20' and (report['commit'] is None or len(report['commit']) == 40)
     assert len(report['runs'][0]['checkpoint_sha256']) == 64 and report['runs'][0]['dataset']['subset'] == 30
     assert report['runs'][0]['train_size'] == 28
     assert out.with_suffix('.png').read_bytes()[:4] == b'\x89PNG'

@@ -119,6 +119,7 @@ def test_sweep_evaluates_every_rig_zoom_and_size(petr_runs, tmp_path, monkeypatc
         assert all(r[name] != '' for r in rows), name
     report = json.loads(out.with_suffix('.json').read_text())
     assert report['axes']['rigs'] == {'train': 'test-rig1', 'other': 'val'} and report['metric'] == 'nusc/mAP'
+    assert report['date'][:2] == '20' and (report['commit'] is None or len(report['commit']) == 40)
     run = report['runs'][0]
     assert run['label'] == 'petr-tiny_s0' and len(run['checkpoint_sha256']) == 64 and run['train_size'] == [45, 80]
     assert [(r['rig'], r['split'], r['intrinsics_scale'], r['height'], r['width']) for r in run['results']] == points

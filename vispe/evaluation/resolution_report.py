@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from vispe.evaluation.sweep import SPREAD, SeedGroup, sha256, write_atomically, write_csv, write_json
+from vispe.reporting.provenance import run_stamp
 
 __all__ = ['formatted', 'primary_metric', 'resolution_table', 'write_resolution_outputs']
 
@@ -71,7 +72,7 @@ def write_resolution_outputs(out: Path, command: str, eval_mode: str, sizes: Seq
              for run in runs for size in sizes]
     written = [write_atomically(out.with_suffix('.csv'), lambda path: write_csv(path, rows))]
     report: dict[str, Any] = dict(
-        command=command, sizes=list(sizes), eval_mode=eval_mode,
+        command=command, **run_stamp(), sizes=list(sizes), eval_mode=eval_mode,
         encoding_options={str(k): v for k, v in options.items() if v},
         runs=[dict(label=run.label, config=str(run.config), checkpoint=str(run.checkpoint),
                    checkpoint_sha256=sha256(run.checkpoint), train_size=train_sizes[run.label],

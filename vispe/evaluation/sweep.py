@@ -28,6 +28,7 @@ from vispe.engine import named_unknown_types
 from vispe.engine.arguments import InvalidArgument
 from vispe.files import write_atomically
 from vispe.registry import DATASETS, METRICS, MODELS
+from vispe.reporting.provenance import run_stamp
 from vispe.text_table import aligned_table
 
 __all__ = ['SEED_SUFFIX', 'SPREAD', 'SeedGroup', 'SweepKind', 'evaluate_runs', 'format_cell',
@@ -317,7 +318,7 @@ def write_outputs(kind: SweepKind, out: Path, report: Mapping[str, Any], runs: S
                   plot: Callable[[Path], Path], run_extra: Callable[[Any], Mapping[str, Any]] | None = None
                   ) -> list[Path]:
     """``<out>.csv`` (every metric per run and point), ``<out>.seeds.csv`` (mean and spread per seed group),
-    ``<out>.json`` (``report`` — command, metrics, axes — and the runs with config, checkpoint hash, test set and
+    ``<out>.json`` (``report`` — command, metrics, axes —, the date and commit of the run, and the runs with config, checkpoint hash, test set and
     results, and the seed groups) and ``<out>.png`` (``plot(path)``), each written atomically. ``runs`` have
     ``label``, ``config``, ``checkpoint`` and ``results`` {point: metrics}."""
     out = Path(out)
@@ -329,7 +330,7 @@ def write_outputs(kind: SweepKind, out: Path, report: Mapping[str, Any], runs: S
                                         lambda path: write_csv(path, group_csv_rows(groups, summaries, kind.columns))))
     records = [run_record(run, configs[run.label], kind.dataset_axes, **(run_extra(run) if run_extra else {}))
                for run in runs]
-    document: dict[str, Any] = dict(report, runs=records)
+    document: dict[str, Any] = dict(report, **run_stamp(), runs=records)
     if groups:
         document['seed_groups'] = seed_group_records(groups, summaries)
     written.append(write_atomically(out.with_suffix('.json'), lambda path: write_json(path, document)))
