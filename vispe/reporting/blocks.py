@@ -17,8 +17,7 @@ from vispe.reporting.sources import Sources
 PETR_EVALUATIONS = ['models/petr_mv-scenes_sizes.json', 'models/petr_mv-scenes_zoom.json',
                     'models/petr_mv-scenes_rig2.json', 'models/petr_mv-scenes_gta_sizes.json',
                     'models/petr_mv-scenes_gta_zoom.json', 'models/petr_mv-scenes_gta_rig2.json',
-                    'models/petr_mv-scenes_per-class_rig1.json', 'models/petr_mv-scenes_per-class_zoom.json',
-                    'models/petr_mv-scenes_per-class_rig2.json']
+                    'models/petr_mv-scenes_per-class*.json']
 DETECTION_METRICS = [('COCO box mAP', 'bbox_mAP'), ('mAP at IoU 0.5', 'bbox_mAP_50')]
 GAUSSIAN_REPORTS = ['models/gaussians_motorcycle-init.json', 'models/gaussians_motorcycle-fit.json',
                     'models/gaussians_mv-scene0-init.json', 'models/gaussians_mv-scene0-fit.json']
