@@ -11,17 +11,14 @@ import torch
 from vispe.models import PETRDetector
 from vispe.models.petr.box_coder import yaw_from_ray_frame
 
-from .two_camera_batch import PC_RANGE, batch, first_camera_turned
+from .two_camera_batch import PC_RANGE, batch, first_camera_turned, tiny_detector
 
 
 def detector(decoder_encoding: dict | None = None, **options) -> PETRDetector:
-    torch.manual_seed(0)
     decoder = dict(depth=2, num_heads=4, mlp_dim=64, dropout=0.0)
     if decoder_encoding is not None:
         decoder['encoding'] = decoder_encoding
-    return PETRDetector(backbone=dict(type='TimmFeatures', model_name='resnet10t', out_index=-3), num_classes=5,
-                        encoding=dict(type='MultiViewSine'), num_queries=7, embed_dim=32, code_size=8,
-                        pc_range=PC_RANGE, decoder=decoder, **options)
+    return tiny_detector(decoder=decoder, **options)
 
 
 def test_decoder_gta_trains() -> None:

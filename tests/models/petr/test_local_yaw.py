@@ -9,10 +9,9 @@ import pytest
 import torch
 
 from vispe.geometry import Cameras
-from vispe.models import PETRDetector
 from vispe.models.petr.local_yaw import LocalYawHead, local_yaw_targets
 
-from .two_camera_batch import PC_RANGE, batch
+from .two_camera_batch import batch, tiny_detector
 
 
 def cameras_of(samples: list[dict]) -> Cameras:
@@ -54,11 +53,7 @@ def test_loss_is_the_cross_entropy_at_the_centre_cells() -> None:
 
 def test_detector_trains_the_head_and_skips_it_at_inference() -> None:
     images, samples = batch()
-    torch.manual_seed(0)
-    detector = PETRDetector(backbone=dict(type='TimmFeatures', model_name='resnet10t', out_index=-3), num_classes=5,
-                            encoding=dict(type='MultiViewSine'), num_queries=7, embed_dim=32, code_size=8,
-                            pc_range=PC_RANGE, decoder=dict(depth=2, num_heads=4, mlp_dim=64, dropout=0.0),
-                            local_yaw=dict(bins=8))
+    detector = tiny_detector(local_yaw=dict(bins=8))
     losses = detector(images, None, samples, mode='loss')
     losses['loss_local_yaw'].backward()
     assert detector.local_yaw.layers[-1].weight.grad.abs().sum() > 0

@@ -8,10 +8,9 @@ import math
 import pytest
 import torch
 
-from vispe.models import PETRDetector
 from vispe.models.petr.criterion import von_mises_loss
 
-from .two_camera_batch import PC_RANGE, batch
+from .two_camera_batch import batch, tiny_detector
 
 
 def test_von_mises_loss_is_the_negative_log_likelihood() -> None:
@@ -38,19 +37,13 @@ def test_gradient_at_the_median_points_to_the_mean_yaw_where_l1_gives_none() -> 
 
 def test_detector_trains_with_the_von_mises_loss() -> None:
     images, samples = batch()
-    torch.manual_seed(0)
-    detector = PETRDetector(backbone=dict(type='TimmFeatures', model_name='resnet10t', out_index=-3), num_classes=5,
-                            encoding=dict(type='MultiViewSine'), num_queries=7, embed_dim=32, code_size=8,
-                            pc_range=PC_RANGE, decoder=dict(depth=2, num_heads=4, mlp_dim=64, dropout=0.0),
-                            yaw_loss='von_mises')
+    detector = tiny_detector(yaw_loss='von_mises')
     losses = detector(images, None, samples, mode='loss')
     assert torch.isfinite(losses['loss_bbox'])
     losses['loss_bbox'].backward()
     assert detector.reg_branches[0][-1].weight.grad[6:8].abs().sum() > 0
     with pytest.raises(ValueError, match="yaw_loss must be 'l1'"):
-        PETRDetector(backbone=dict(type='TimmFeatures', model_name='resnet10t', out_index=-3), num_classes=5,
-                     encoding=dict(type='MultiViewSine'), num_queries=7, embed_dim=32, code_size=8,
-                     pc_range=PC_RANGE, yaw_loss='cosine')
+        tiny_detector(yaw_loss='cosine')
 
 
 def test_matching_reads_a_von_mises_yaw_by_its_direction() -> None:

@@ -36,3 +36,14 @@ def first_camera_turned(samples: list[dict], degrees: float = 30.0) -> list[dict
     turn[[0, 0, 2, 2], [0, 2, 0, 2]] = torch.tensor([cos, sin, -sin, cos])
     return [dict(sample, lidar2cam=torch.cat([turn @ sample['lidar2cam'][:1], sample['lidar2cam'][1:]]))
             for sample in samples]
+
+
+def tiny_detector(**options):
+    """A seeded PETR detector small enough for unit tests: resnet10t to stride 8, width 32, 2 decoder layers of 4
+    heads, 7 queries, the multi-view 2D sine keys; ``options`` override or add PETRDetector arguments."""
+    from vispe.models import PETRDetector
+    torch.manual_seed(0)
+    arguments = dict(backbone=dict(type='TimmFeatures', model_name='resnet10t', out_index=-3), num_classes=5,
+                     encoding=dict(type='MultiViewSine'), num_queries=7, embed_dim=32, code_size=8,
+                     pc_range=PC_RANGE, decoder=dict(depth=2, num_heads=4, mlp_dim=64, dropout=0.0))
+    return PETRDetector(**{**arguments, **options})
