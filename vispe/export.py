@@ -62,8 +62,9 @@ class PETRNetwork(nn.Module):
 
 class VDETRNetwork(nn.Module):
     """A :class:`~vispe.models.VDETR`'s network forward: points (B, N, 3 + C) -> class logits (B, Q, K + 1) (the last
-    is no-object) and axis-aligned boxes (B, Q, 7) (x, y, z, l, w, h, 0) in metres of the last decoder layer; 3DETR's
-    per-class NMS (``vispe.models.vdetr.postprocess.detections``) gives the detections."""
+    is no-object) and boxes (B, Q, 7) (x, y, z, l, w, h, yaw) in metres of the last decoder layer (yaw 0 unless the
+    detector has heading bins); 3DETR's per-class NMS (``vispe.models.vdetr.postprocess.detections``) gives the
+    detections."""
 
     input_names = ('points',)
     output_names = ('logits', 'boxes')

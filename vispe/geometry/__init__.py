@@ -9,7 +9,7 @@ from vispe.geometry.boxes import (
     check_gravity_similarity, transform_boxes, wrap_angle)
 from vispe.geometry.frustum import (depth_bins, depth_map_points, frustum_pixels, frustum_points, homogeneous_pixels,
                                     lift, normalize_points)
-from vispe.geometry.iou3d import axis_aligned_iou3d, rotated_iou3d
+from vispe.geometry.iou3d import axis_aligned_iou3d, rotated_giou3d, rotated_iou3d
 from vispe.geometry.point_cloud import (POINT_CLOUD_SUFFIXES, PointCloudFileError, estimate_normals, knn, read_points,
                                         voxel_down_sample, write_points)
 from vispe.geometry.point_sampling import ball_query, farthest_point_sample, group_points
@@ -21,7 +21,8 @@ __all__ = ['GEOMETRY', 'CameraGeometry', 'Positions', 'SceneGeometry', 'feature_
            'boxes_to_nuscenes', 'check_boxes', 'check_gravity_similarity', 'transform_boxes', 'wrap_angle',
            'depth_bins', 'depth_map_points', 'frustum_pixels', 'frustum_points', 'homogeneous_pixels', 'lift',
            'normalize_points',
-           'axis_aligned_iou3d', 'ball_query', 'farthest_point_sample', 'group_points', 'rotated_iou3d',
+           'axis_aligned_iou3d', 'ball_query', 'farthest_point_sample', 'group_points', 'rotated_giou3d',
+           'rotated_iou3d',
            'POINT_CLOUD_SUFFIXES', 'PointCloudFileError', 'estimate_normals', 'knn', 'read_points',
            'voxel_down_sample', 'write_points',
            'SceneTransform', 'crop_cameras', 'hflip_cameras', 'resize_cameras', 'transform_intrinsics']

@@ -1,11 +1,13 @@
-"""The point detector's losses: 3D GIoU by hand, point-in-box, the matching and the proposal targets."""
+"""The point detector's losses: 3D GIoU by hand, point-in-box (yawed boxes too), the matching and the proposal
+targets, the heading losses of rotated boxes."""
 from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
-from vispe.models.vdetr import BoxSetCriterion, aligned_giou3d, points_in_aligned_boxes
+from vispe.models.vdetr import BoxSetCriterion, aligned_giou3d, points_in_boxes, yaw_bin_targets
 
 
 def box(x: float, y: float, z: float, l: float, w: float, h: float) -> list[float]:
@@ -27,7 +29,11 @@ def test_giou_by_hand() -> None:
 def test_points_in_boxes() -> None:
     boxes = torch.tensor([box(0, 0, 0, 2, 2, 2), box(5, 0, 0, 1, 1, 1)])
     points = torch.tensor([[0.9, -0.9, 0.0], [5.4, 0.0, 0.4], [2.0, 0.0, 0.0]])
-    assert points_in_aligned_boxes(points, boxes).tolist() == [[True, False], [False, True], [False, False]]
+    assert points_in_boxes(points, boxes).tolist() == [[True, False], [False, True], [False, False]]
+    # A 4 x 1 m box turned by 90° runs along y: (0, 1.5) is inside it, (1.5, 0) (inside the unturned box) is not.
+    turned = torch.tensor([[0.0, 0.0, 0.0, 4.0, 1.0, 1.0, math.pi / 2]])
+    points = torch.tensor([[0.0, 1.5, 0.0], [1.5, 0.0, 0.0], [0.3, -1.9, 0.4]])
+    assert points_in_boxes(points, turned)[:, 0].tolist() == [True, False, True]
 
 
 def test_matching_pairs_each_target_with_its_query_and_losses_vanish_there() -> None:
@@ -55,3 +61,50 @@ def test_proposal_targets_are_the_smallest_box_a_point_lies_in() -> None:
     swapped = proposals[:, [1, 0, 2]]
     assert criterion.proposal_losses(xyz, objectness, swapped, [dict(gt_boxes=gt, gt_labels=torch.zeros(2))])[
         'loss_proposal_center'].item() > 0.1
+
+
+def heading_code(yaw: torch.Tensor, num_bins: int = 12) -> torch.Tensor:
+    """(N, 2K) bin logits (confident in the true bin) then residuals (the true one in every bin) of (N,) yaws."""
+    bins, residuals = yaw_bin_targets(yaw, num_bins)
+    return torch.cat([torch.nn.functional.one_hot(bins, num_bins) * 40.0 - 20.0,
+                      residuals[:, None].expand(-1, num_bins)], -1)
+
+
+def test_rotated_boxes_matched_exactly_have_no_loss_and_a_wrong_heading_costs() -> None:
+    criterion = BoxSetCriterion(num_classes=2, eos_coef=1.0, num_yaw_bins=12)
+    gt = torch.tensor([[0.0, 0.0, 0.0, 2.0, 1.0, 1.0, 0.7], [4.0, 4.0, 0.0, 2.0, 1.0, 1.0, -2.9]])
+    target = dict(gt_boxes=gt, gt_labels=torch.tensor([1, 0]))
+    boxes = gt[[1, 0]][None]
+    logits = torch.full((1, 2, 3), -10.0)
+    logits[0, 0, 0] = logits[0, 1, 1] = 10.0
+    code = heading_code(gt[[1, 0], 6])[None]
+    losses = criterion.set_losses(logits, boxes, [target], num_boxes=2.0, yaw_code=code)
+    assert {'loss_yaw_cls', 'loss_yaw_reg'} <= set(losses)
+    assert all(value.item() < 1e-6 for value in losses.values()), losses
+    flipped = boxes.clone()
+    flipped[..., 6] += math.pi  # the same boxes, the headings reversed: only the heading losses see it
+    wrong = criterion.set_losses(logits, flipped, [target], 2.0, heading_code(flipped[0, :, 6])[None])
+    assert wrong['loss_giou'].item() < 1e-5 and wrong['loss_yaw_cls'].item() > 10
+    turned = boxes.clone()
+    turned[..., 6] += math.pi / 2
+    assert criterion.set_losses(logits, turned, [target], 2.0, heading_code(turned[0, :, 6])[None])[
+        'loss_giou'].item() > 0.5
+
+
+def test_rotated_proposals_learn_the_heading_of_the_box_they_lie_in() -> None:
+    criterion = BoxSetCriterion(num_classes=1, num_yaw_bins=12)
+    gt = torch.tensor([[0.0, 0.0, 0.0, 4.0, 1.0, 1.0, math.pi / 2]])
+    xyz = torch.tensor([[[0.0, 1.5, 0.0], [1.5, 0.0, 0.0]]])  # inside the turned box, inside only the unturned one
+    proposals = gt[[0, 0]][None]
+    objectness = torch.tensor([[20.0, -20.0]])
+    code = heading_code(gt[[0, 0], 6])[None]
+    losses = criterion.proposal_losses(xyz, objectness, proposals, [dict(gt_boxes=gt, gt_labels=torch.zeros(1))],
+                                       code)
+    assert all(value.item() < 1e-6 for value in losses.values()), losses
+    assert {'loss_proposal_yaw_cls', 'loss_proposal_yaw_reg'} <= set(losses)
+
+
+def test_rotated_criterion_needs_the_heading_codes() -> None:
+    criterion = BoxSetCriterion(num_classes=1, num_yaw_bins=12)
+    with pytest.raises(ValueError, match='yaw_code'):
+        criterion(dict(logits=torch.zeros(1, 1, 2, 2), boxes=torch.ones(1, 1, 2, 7)), [])

@@ -1,4 +1,5 @@
-"""The point detector: outputs of every encoding, box refinement across layers, the proposal stage, bad input."""
+"""The point detector: outputs of every encoding, box refinement across layers, the proposal stage, rotated boxes,
+bad input."""
 from __future__ import annotations
 
 import sys
@@ -18,10 +19,11 @@ SMALL = dict(backbone=dict(in_channels=3, channels=(16, 32), num_samples=64, rad
              embed_dim=32, encoder=dict(depth=1, num_heads=2, mlp_dim=32), num_queries=16)
 
 
-def small_detector(encoding: str | dict, depth: int = 3) -> VDETR:
+def small_detector(encoding: str | dict, depth: int = 3, num_yaw_bins: int = 0) -> VDETR:
     torch.manual_seed(0)
     encoding = dict(type=encoding) if isinstance(encoding, str) else encoding
-    return VDETR(num_classes=3, decoder=dict(depth=depth, num_heads=2, mlp_dim=32, encoding=encoding), **SMALL)
+    return VDETR(num_classes=3, decoder=dict(depth=depth, num_heads=2, mlp_dim=32, encoding=encoding),
+                 num_yaw_bins=num_yaw_bins, **SMALL)
 
 
 def scenes(batch: int = 2, points: int = 256) -> tuple[torch.Tensor, list[dict]]:
@@ -49,8 +51,9 @@ def test_every_point_encoding_trains_and_predicts(encoding: str | dict) -> None:
     assert (results[0]['boxes'][:, 3:6] > 0).all()
 
 
-def test_each_layer_reads_the_boxes_of_the_layer_before() -> None:
-    model = small_detector('VertexRPE').eval()
+@pytest.mark.parametrize('num_yaw_bins', [0, 12])
+def test_each_layer_reads_the_boxes_of_the_layer_before(num_yaw_bins: int) -> None:
+    model = small_detector(dict(type='VertexRPE', box_frame=bool(num_yaw_bins)), num_yaw_bins=num_yaw_bins).eval()
     seen = []
     original = VertexRPE.logits_bias
 
@@ -68,6 +71,37 @@ def test_each_layer_reads_the_boxes_of_the_layer_before() -> None:
     for layer in (1, 2):
         assert torch.equal(seen[layer][1], outputs['boxes'][layer - 1])
     assert not torch.equal(seen[1][1], seen[2][1])
+    # Rotated: the proposals and every layer's boxes carry the yaw of their heading code into the encoding.
+    assert (seen[0][1][..., 6] != 0).any().item() is bool(num_yaw_bins)
+    assert (outputs['boxes'][..., 6] != 0).any().item() is bool(num_yaw_bins)
+    assert ('yaw_code' in outputs) is bool(num_yaw_bins)
+
+
+@pytest.mark.parametrize('encoding', [dict(type='VertexRPE', box_frame=True), dict(type='FourierXYZ')],
+                         ids=lambda encoding: encoding['type'])
+def test_rotated_detector_learns_headings_and_predicts_yawed_boxes(encoding: dict) -> None:
+    model = small_detector(encoding, num_yaw_bins=12)
+    points, samples = scenes()
+    yawed = [dict(sample, gt_boxes=sample['gt_boxes'] + torch.tensor([0, 0, 0, 0, 0, 0, 1.1])) for sample in samples]
+    losses = model(points, yawed, mode='loss')
+    assert {'loss_yaw_cls', 'd1.loss_yaw_reg', 'loss_proposal_yaw_cls', 'loss_proposal_yaw_reg'} <= set(losses)
+    sum(losses.values()).backward()
+    heading_rows = model.decoder.box_head[-1].weight.grad[6:]
+    assert heading_rows.abs().sum() > 0 and model.proposal_head[-1].weight.grad[7:].abs().sum() > 0
+    results = model.eval()(points, yawed, mode='predict')
+    assert results[0]['boxes'].shape[1] == 7 and (results[0]['boxes'][:, 6] != 0).all()
+    assert ((results[0]['boxes'][:, 6] >= -torch.pi) & (results[0]['boxes'][:, 6] < torch.pi)).all()
+
+
+def test_yawed_targets_need_heading_bins() -> None:
+    points, samples = scenes()
+    yawed = [dict(sample, gt_boxes=sample['gt_boxes'] + torch.tensor([0, 0, 0, 0, 0, 0, 0.3])) for sample in samples]
+    with pytest.raises(ValueError, match='num_yaw_bins=12'):
+        small_detector('NoPE')(points, yawed, mode='loss')
+    with pytest.raises(ValueError, match='to VDETR itself'):
+        VDETR(num_classes=3, decoder=dict(num_yaw_bins=12), **SMALL)
+    with pytest.raises(ValueError, match='heading bins'):
+        small_detector('NoPE', num_yaw_bins=-1)
 
 
 def test_bad_input_is_named() -> None:
@@ -92,10 +126,18 @@ def test_bad_input_is_named() -> None:
 def test_every_config_builds_its_model_and_names_its_encoding(config) -> None:
     cfg = Config.fromfile(config)
     model = MODELS.build(cfg.model)
-    expected = {'vertex-rpe': 'VertexRPE', 'fourier-xyz': 'FourierXYZ', 'sincos-xyz': 'SinCosXYZ', 'nope': 'NoPE',
-                'triplane': 'TriPlane'}
-    assert type(model.decoder.encoding).__name__ == expected[config.stem.split('_')[1]]
+    expected = {'vertex-rpe': 'VertexRPE', 'vertex-rpe-box-frame': 'VertexRPE', 'fourier-xyz': 'FourierXYZ',
+                'sincos-xyz': 'SinCosXYZ', 'nope': 'NoPE', 'triplane': 'TriPlane'}
+    name = config.stem.split('_')[1]
+    assert type(model.decoder.encoding).__name__ == expected[name]
     assert cfg.val_evaluator['type'] == 'IndoorAP' and len(cfg.val_evaluator['classes']) == model.num_classes
+    rotated = config.stem.endswith('-rotated')
+    assert model.num_yaw_bins == (12 if rotated else 0)
+    for evaluator in (cfg.val_evaluator, cfg.test_evaluator):
+        assert evaluator.get('rotated', False) is rotated
+    assert ('rotated' in cfg.train_dataloader.dataset.data_root) is rotated
+    if name.startswith('vertex-rpe'):
+        assert model.decoder.encoding.box_frame is name.endswith('box-frame')
 
 
 def test_pointnet2_hierarchy_keeps_input_points_and_trains() -> None:

@@ -1,5 +1,5 @@
 """Losses of the point-cloud detector: Hungarian-matched set losses on every decoder layer (3DETR / V-DETR) and the
-proposal loss of the first stage (each point's objectness and box)."""
+proposal loss of the first stage (each point's objectness and box), for axis-aligned or rotated boxes."""
 from __future__ import annotations
 
 import torch
@@ -7,8 +7,10 @@ import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
+from vispe.geometry.iou3d import rotated_giou3d
 from vispe.models.detr.criterion import matched_targets
 from vispe.models.petr.criterion import PETRCriterion
+from vispe.models.vdetr.yaw_bins import yaw_bin_targets
 
 
 def box_extremes(boxes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,10 +35,22 @@ def aligned_giou3d(boxes1: torch.Tensor, boxes2: torch.Tensor, pairwise: bool = 
     return inter / union - (enclosing - union) / enclosing
 
 
-def points_in_aligned_boxes(points: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
-    """(P, G) bool: point p lies in axis-aligned box g; points (P, 3), boxes (G, 7)."""
-    low, high = box_extremes(boxes)
-    return ((points[:, None] >= low) & (points[:, None] <= high)).all(-1)
+def points_in_boxes(points: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+    """(P, G) bool: point p lies in box g (its yaw included); points (P, 3), boxes (G, 7) (x, y, z, l, w, h, yaw)."""
+    offset = points[:, None] - boxes[:, :3]
+    cos, sin = torch.cos(boxes[:, 6]), torch.sin(boxes[:, 6])
+    local = torch.stack([cos * offset[..., 0] + sin * offset[..., 1], cos * offset[..., 1] - sin * offset[..., 0],
+                         offset[..., 2]], -1)
+    return (local.abs() <= boxes[:, 3:6] / 2).all(-1)
+
+
+def yaw_losses(logits: torch.Tensor, residuals: torch.Tensor, yaw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """3DETR's heading losses of (M, K) bin logits and normalised residuals against the true yaw (M,): per box, the
+    cross-entropy of the true bin and the Huber loss (δ = 1) of that bin's residual (M,), (M,)."""
+    bins, residual = yaw_bin_targets(yaw, logits.shape[-1])
+    predicted = residuals.gather(-1, bins[:, None])[:, 0]
+    return (F.cross_entropy(logits, bins, reduction='none'),
+            F.huber_loss(predicted, residual, reduction='none', delta=1.0))
 
 
 class BoxSetCriterion(nn.Module):
@@ -50,19 +64,34 @@ class BoxSetCriterion(nn.Module):
     ground-truth boxes. The proposal stage adds ``loss_objectness`` (binary cross-entropy of every point token: is
     it inside a ground-truth box) and ``loss_proposal_center`` / ``loss_proposal_size`` (L1 of centre and log-size
     of the box a positive token lies in; the smallest such box), averaged over positive tokens.
+
+    With ``num_yaw_bins`` K_yaw > 0 the boxes are rotated: the GIoU is :func:`~vispe.geometry.rotated_giou3d`, a
+    point is inside a box in the box's frame, and the predictions' heading codes (``yaw_logits``, ``yaw_residuals``,
+    :mod:`~vispe.models.vdetr.yaw_bins`) add ``loss_yaw_cls`` / ``loss_yaw_reg`` (3DETR's SUN RGB-D weights 0.1 and
+    0.5; per matched box, divided by the number of ground-truth boxes) and ``loss_proposal_yaw_cls`` /
+    ``loss_proposal_yaw_reg`` (the same weights, averaged over positive tokens). With 0 the boxes are axis-aligned
+    (yaw ignored, ScanNet's).
     """
 
     def __init__(self, num_classes: int, class_weight: float = 1.0, center_weight: float = 5.0,
                  size_weight: float = 1.0, giou_weight: float = 2.0, eos_coef: float = 0.1,
-                 objectness_weight: float = 1.0, proposal_weight: float = 1.0) -> None:
+                 objectness_weight: float = 1.0, proposal_weight: float = 1.0, num_yaw_bins: int = 0,
+                 yaw_cls_weight: float = 0.1, yaw_reg_weight: float = 0.5) -> None:
         super().__init__()
         self.num_classes = num_classes
+        self.num_yaw_bins = num_yaw_bins
         self.weights = dict(loss_ce=class_weight, loss_center=center_weight, loss_size=size_weight,
                             loss_giou=giou_weight, loss_objectness=objectness_weight,
-                            loss_proposal_center=proposal_weight, loss_proposal_size=proposal_weight)
+                            loss_proposal_center=proposal_weight, loss_proposal_size=proposal_weight,
+                            loss_yaw_cls=yaw_cls_weight, loss_yaw_reg=yaw_reg_weight,
+                            loss_proposal_yaw_cls=yaw_cls_weight, loss_proposal_yaw_reg=yaw_reg_weight)
         empty_weight = torch.ones(num_classes + 1)
         empty_weight[-1] = eos_coef
         self.register_buffer('empty_weight', empty_weight, persistent=False)
+
+    def giou(self, boxes1: torch.Tensor, boxes2: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
+        """The GIoU of the box kind this criterion trains (rotated with heading bins, else axis-aligned)."""
+        return (rotated_giou3d if self.num_yaw_bins else aligned_giou3d)(boxes1, boxes2, pairwise=pairwise)
 
     @torch.no_grad()
     def match(self, logits: torch.Tensor, boxes: torch.Tensor,
@@ -74,52 +103,71 @@ class BoxSetCriterion(nn.Module):
             gt_boxes = target['gt_boxes'].float()
             cost = (-self.weights['loss_ce'] * scene_probs[:, target['gt_labels']]
                     + self.weights['loss_center'] * torch.cdist(scene_boxes[:, :3], gt_boxes[:, :3], p=1)
-                    - self.weights['loss_giou'] * aligned_giou3d(scene_boxes, gt_boxes, pairwise=True))
+                    - self.weights['loss_giou'] * self.giou(scene_boxes, gt_boxes, pairwise=True))
             rows, cols = linear_sum_assignment(cost.cpu().numpy())
             matches.append((torch.as_tensor(rows, dtype=torch.int64), torch.as_tensor(cols, dtype=torch.int64)))
         return matches
 
     def set_losses(self, logits: torch.Tensor, boxes: torch.Tensor, targets: list[dict[str, torch.Tensor]],
-                   num_boxes: float) -> dict[str, torch.Tensor]:
+                   num_boxes: float, yaw_code: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """One layer's losses; ``yaw_code`` (B, Q, 2·K_yaw) its bin logits then residuals, with heading bins."""
         matches = self.match(logits, boxes, targets)
-        classes, matched, gt_boxes = matched_targets(matches, targets, logits, boxes, self.num_classes, 'gt_labels',
-                                                     'gt_boxes')
+        predictions = boxes if yaw_code is None else torch.cat([boxes, yaw_code.to(boxes.dtype)], -1)
+        classes, matched, gt_boxes = matched_targets(matches, targets, logits, predictions, self.num_classes,
+                                                     'gt_labels', 'gt_boxes')
         losses = dict(
             loss_ce=F.cross_entropy(logits.float().transpose(1, 2), classes, self.empty_weight),
             loss_center=F.l1_loss(matched[:, :3], gt_boxes[:, :3], reduction='sum') / num_boxes,
             loss_size=F.l1_loss(matched[:, 3:6], gt_boxes[:, 3:6], reduction='sum') / num_boxes,
-            loss_giou=(1 - aligned_giou3d(matched, gt_boxes)).sum() / num_boxes)
+            loss_giou=(1 - self.giou(matched[:, :7], gt_boxes)).sum() / num_boxes)
+        if yaw_code is not None:
+            cls, reg = yaw_losses(*matched[:, 7:].chunk(2, dim=-1), gt_boxes[:, 6])
+            losses.update(loss_yaw_cls=cls.sum() / num_boxes, loss_yaw_reg=reg.sum() / num_boxes)
         return losses
 
     def proposal_losses(self, xyz: torch.Tensor, objectness: torch.Tensor, proposals: torch.Tensor,
-                        targets: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        """xyz (B, M, 3) point tokens, objectness (B, M) logits, proposals (B, M, 7)."""
-        labels, centre_errors, size_errors = [], [], []
-        for scene_xyz, scene_proposals, target in zip(xyz, proposals.float(), targets):
+                        targets: list[dict[str, torch.Tensor]],
+                        yaw_code: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """xyz (B, M, 3) point tokens, objectness (B, M) logits, proposals (B, M, 7), yaw_code (B, M, 2·K_yaw)."""
+        labels, errors = [], dict(center=[], size=[], yaw_cls=[], yaw_reg=[])
+        for index, (scene_xyz, scene_proposals, target) in enumerate(zip(xyz, proposals.float(), targets)):
             gt_boxes = target['gt_boxes'].float()
-            inside = points_in_aligned_boxes(scene_xyz.float(), gt_boxes)
+            inside = points_in_boxes(scene_xyz.float(), gt_boxes)
             volume = gt_boxes[:, 3:6].prod(-1).expand_as(inside)
             owner = torch.where(inside, volume, torch.inf).argmin(-1)
             positive = inside.any(-1)
             labels.append(positive.float())
             owned = gt_boxes[owner[positive]]
-            centre_errors.append((scene_proposals[positive, :3] - owned[:, :3]).abs().sum(-1))
-            size_errors.append((scene_proposals[positive, 3:6].log() - owned[:, 3:6].log()).abs().sum(-1))
-        num_positive = PETRCriterion.num_matched(sum(len(errors) for errors in centre_errors), xyz.device)
-        return dict(
-            loss_objectness=F.binary_cross_entropy_with_logits(objectness.float(), torch.stack(labels)),
-            loss_proposal_center=torch.cat(centre_errors).sum() / num_positive,
-            loss_proposal_size=torch.cat(size_errors).sum() / num_positive)
+            errors['center'].append((scene_proposals[positive, :3] - owned[:, :3]).abs().sum(-1))
+            errors['size'].append((scene_proposals[positive, 3:6].log() - owned[:, 3:6].log()).abs().sum(-1))
+            if yaw_code is not None:
+                cls, reg = yaw_losses(*yaw_code[index, positive].float().chunk(2, dim=-1), owned[:, 6])
+                errors['yaw_cls'].append(cls)
+                errors['yaw_reg'].append(reg)
+        num_positive = PETRCriterion.num_matched(sum(len(e) for e in errors['center']), xyz.device)
+        losses = dict(loss_objectness=F.binary_cross_entropy_with_logits(objectness.float(), torch.stack(labels)))
+        losses.update({f'loss_proposal_{name}': torch.cat(values).sum() / num_positive
+                       for name, values in errors.items() if values})
+        return losses
 
     def forward(self, outputs: dict[str, torch.Tensor],
                 targets: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """outputs: logits (L, B, Q, K+1), boxes (L, B, Q, 7), and the proposal stage's xyz (B, M, 3),
-        objectness (B, M), proposals (B, M, 7)."""
+        objectness (B, M), proposals (B, M, 7); with heading bins also ``yaw_code`` (L, B, Q, 2·K_yaw) and
+        ``proposal_yaw_code`` (B, M, 2·K_yaw)."""
         logits, boxes = outputs['logits'], outputs['boxes']
+        yaw_code = outputs.get('yaw_code') if self.num_yaw_bins else None
+        if self.num_yaw_bins and yaw_code is None:
+            raise ValueError(f'BoxSetCriterion(num_yaw_bins={self.num_yaw_bins}) needs the heading codes '
+                             f"'yaw_code' and 'proposal_yaw_code' in the outputs: build the model with the same "
+                             f'num_yaw_bins.')
         num_boxes = PETRCriterion.num_matched(sum(len(t['gt_labels']) for t in targets), logits.device)
-        losses = self.set_losses(logits[-1], boxes[-1], targets, num_boxes)
-        for layer in range(logits.shape[0] - 1):
-            aux = self.set_losses(logits[layer], boxes[layer], targets, num_boxes)
+        layers = logits.shape[0]
+        per_layer = [self.set_losses(logits[layer], boxes[layer], targets, num_boxes,
+                                     None if yaw_code is None else yaw_code[layer]) for layer in range(layers)]
+        losses = dict(per_layer[-1])
+        for layer, aux in enumerate(per_layer[:-1]):
             losses.update({f'd{layer}.{name}': value for name, value in aux.items()})
-        losses.update(self.proposal_losses(outputs['xyz'], outputs['objectness'], outputs['all_proposals'], targets))
+        losses.update(self.proposal_losses(outputs['xyz'], outputs['objectness'], outputs['all_proposals'], targets,
+                                           outputs.get('proposal_yaw_code') if self.num_yaw_bins else None))
         return {name: value * self.weights[name.split('.')[-1]] for name, value in losses.items()}

@@ -14,6 +14,7 @@ from vispe.models.inputs import value_checks_enabled
 from vispe.models.vdetr.criterion import BoxSetCriterion
 from vispe.models.vdetr.postprocess import check_test_cfg, detections
 from vispe.models.vdetr.transformer import BoxRefinementDecoder, PointEncoderLayer, mlp
+from vispe.models.vdetr.yaw_bins import decode_yaw
 from vispe.registry import MODELS
 
 
@@ -24,7 +25,9 @@ class VDETR(BaseModel):
     first-stage FFN) → decoder refining the boxes layer by layer with the point encoding in its cross-attention.
 
     The scene's extent (3DETR's ``point_cloud_dims``) is the minimum and maximum corner of the input points;
-    absolute encodings normalise by it. Boxes are axis-aligned, (x, y, z, l, w, h, 0) in metres (ScanNet's layout).
+    absolute encodings normalise by it. Boxes are (x, y, z, l, w, h, yaw) in metres: axis-aligned (yaw 0, ScanNet's
+    layout), or with ``num_yaw_bins`` rotated, the proposals and every decoder layer predicting the yaw in 3DETR's
+    heading code (:mod:`~vispe.models.vdetr.yaw_bins`; SUN RGB-D's 12 bins).
 
     ``forward(inputs, data_samples, mode)``: inputs (B, N, 3 + C) points (xyz in metres, then C features) or
     ``dict(points=...)``; 'loss' -> the weighted losses (targets ``gt_boxes`` (G, 7), ``gt_labels`` (G,) per scene);
@@ -45,12 +48,14 @@ class VDETR(BaseModel):
         test_cfg: post-processing (``per_class`` True, ``nms_iou`` 0.25, ``score_threshold`` 0.05: 3DETR's;
             ``rotated`` None: NMS by rotated IoU when a box has a non-zero yaw, see
             :mod:`~vispe.models.vdetr.postprocess`), checked when the model is built.
+        num_yaw_bins: heading bins of rotated boxes (12 as 3DETR on SUN RGB-D); 0 (default): axis-aligned boxes,
+            and scenes with yawed ground-truth boxes are refused.
     """
 
     def __init__(self, num_classes: int, backbone: dict | None = None, embed_dim: int = 256,
                  encoder: dict | None = None, decoder: dict | None = None, num_queries: int = 128,
-                 loss: dict | None = None, test_cfg: dict | None = None, data_preprocessor: dict | None = None,
-                 init_cfg: dict | None = None) -> None:
+                 loss: dict | None = None, test_cfg: dict | None = None, num_yaw_bins: int = 0,
+                 data_preprocessor: dict | None = None, init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.backbone = MODELS.build(dict(dict(type='PointSetAbstraction'), **(backbone or {})))
         if num_queries > self.backbone.num_samples:
@@ -65,11 +70,16 @@ class VDETR(BaseModel):
         self.encoder = nn.ModuleList(PointEncoderLayer(embed_dim, encoder['num_heads'], encoder['mlp_dim'],
                                                        encoder['dropout']) for _ in range(encoder['depth']))
         self.encoder_norm = nn.LayerNorm(embed_dim)
-        self.proposal_head = mlp(embed_dim, embed_dim, 7)
-        self.decoder = BoxRefinementDecoder(embed_dim, num_classes, **(decoder or {}))
+        for name, options in (('decoder', decoder), ('loss', loss)):
+            if 'num_yaw_bins' in (options or {}):
+                raise ValueError(f'Give num_yaw_bins to VDETR itself (the proposals, decoder and loss share it), '
+                                 f'not in its {name} options.')
+        self.decoder = BoxRefinementDecoder(embed_dim, num_classes, **(decoder or {}), num_yaw_bins=num_yaw_bins)
+        self.proposal_head = mlp(embed_dim, embed_dim, 7 + 2 * num_yaw_bins)
         self.num_classes = num_classes
         self.num_queries = num_queries
-        self.criterion = BoxSetCriterion(num_classes, **(loss or {}))
+        self.num_yaw_bins = num_yaw_bins
+        self.criterion = BoxSetCriterion(num_classes, **(loss or {}), num_yaw_bins=num_yaw_bins)
         self.test_cfg = check_test_cfg(test_cfg or {})
 
     def check_points(self, points: torch.Tensor) -> None:
@@ -85,11 +95,18 @@ class VDETR(BaseModel):
                              '(vispe.geometry.read_points(..., drop_nonfinite=True)).')
 
     def proposals(self, xyz: torch.Tensor, memory: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Every token's objectness (B, M) and box (B, M, 7): its point + a centre offset, exp(log-size)."""
+        """Every token's objectness (B, M) and box (B, M, 7): its point + a centre offset, exp(log-size), the yaw
+        of its heading code (``proposal_yaw_code`` (B, M, 2·K_yaw)) or 0."""
         raw = self.proposal_head(memory)
         sizes = raw[..., 4:7].clamp(-math.log(1e3), math.log(1e3)).exp()
-        boxes = torch.cat([xyz + raw[..., 1:4], sizes, torch.zeros_like(sizes[..., :1])], dim=-1)
-        return dict(objectness=raw[..., 0], all_proposals=boxes)
+        stage = dict(objectness=raw[..., 0])
+        if self.num_yaw_bins:
+            stage['proposal_yaw_code'] = raw[..., 7:]
+            yaw = decode_yaw(*raw[..., 7:].chunk(2, dim=-1))[..., None]
+        else:
+            yaw = torch.zeros_like(sizes[..., :1])
+        stage['all_proposals'] = torch.cat([xyz + raw[..., 1:4], sizes, yaw], dim=-1)
+        return stage
 
     def predict_sets(self, points: torch.Tensor) -> dict[str, torch.Tensor]:
         self.check_points(points)
@@ -111,6 +128,10 @@ class VDETR(BaseModel):
     def targets(self, data_samples: list[Mapping[str, Any]], device: torch.device) -> list[dict[str, torch.Tensor]]:
         """Each scene's ``gt_boxes`` (G, 7) and ``gt_labels`` (G,) on ``device``, checked."""
         boxes, labels = box3d_targets(data_samples, device, self.num_classes, 'PointScenes')
+        if not self.num_yaw_bins and any(value_checks_enabled(b) and bool((b[:, 6] != 0).any()) for b in boxes):
+            raise ValueError('The ground-truth boxes have non-zero yaw but this VDETR predicts axis-aligned boxes '
+                             '(num_yaw_bins=0): build it with num_yaw_bins=12 (3DETR\'s heading bins) for rotated '
+                             'boxes, or train on an axis-aligned dataset.')
         return [dict(gt_boxes=scene_boxes, gt_labels=scene_labels) for scene_boxes, scene_labels in zip(boxes, labels)]
 
     def forward(self, inputs: torch.Tensor | Mapping[str, torch.Tensor],

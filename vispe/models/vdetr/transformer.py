@@ -17,6 +17,7 @@ from vispe.encodings import (PositionEncoding, build_encoding, check_encoding_fi
                              require_position_embedding)
 from vispe.geometry import Positions, SceneGeometry
 from vispe.models.detr.transformer import feed_forward
+from vispe.models.vdetr.yaw_bins import decode_yaw
 
 RELATIVE_HOOKS = frozenset({'rotate', 'logits_bias'})
 HOST = register_host('V-DETR decoder', provides=('points', 'bounds', 'boxes'),
@@ -70,10 +71,12 @@ class BoxRefinementDecoder(nn.Module):
     """Decoder layers that each predict classes and boxes; the next layer sees the boxes just predicted.
 
     Boxes are relative to the queries' proposals (V-DETR): centre = proposal centre + Δc·proposal size, size =
-    proposal size·exp(Δs), axis-aligned (yaw 0). The query position embedding is recomputed every layer from the
-    current boxes: an MLP of the encoding's position embedding of the box centres when the encoding is absolute (3DETR's query
-    projection of its Fourier features), else an MLP of (centre, size) normalised by the scene's extent (V-DETR's
-    learned box embedding). Absolute encodings also give the point keys their ``position_embedding`` (every layer);
+    proposal size·exp(Δs); axis-aligned (yaw 0), or with ``num_yaw_bins`` > 0 yawed, each layer predicting the yaw
+    afresh in 3DETR's heading code (:mod:`~vispe.models.vdetr.yaw_bins`). The query position embedding is recomputed
+    every layer from the current boxes: an MLP of the encoding's position embedding of the box centres when the
+    encoding is absolute (3DETR's query projection of its Fourier features), else an MLP of (centre, size)
+    normalised by the scene's extent (V-DETR's learned box embedding), with (cos, sin) of the yaw for rotated boxes.
+    Absolute encodings also give the point keys their ``position_embedding`` (every layer);
     relative ones (VertexRPE) act in the cross-attention through ``pos_q.scene.boxes`` and ``pos_k.coords``; ``NoPE``
     gives the points no position at all.
 
@@ -82,15 +85,20 @@ class BoxRefinementDecoder(nn.Module):
         num_classes: K object classes (the heads predict K + 1 logits, the last one no-object).
         encoding: the point encoding of the cross-attention (``dict(type='VertexRPE')``, 'FourierXYZ', 'NoPE').
         num_kv_heads: heads of the cross-attention's keys and values (1 in V-DETR).
+        num_yaw_bins: heading bins K_yaw of rotated boxes (12: 3DETR's SUN RGB-D); 0: axis-aligned boxes.
 
     Shapes: tgt (B, Q, d), memory (B, M, d), pos_k (points (B, M, 3), bounds (B, 2, 3)), proposals (B, Q, 7) ->
-    dict(logits (L, B, Q, K+1), boxes (L, B, Q, 7)).
+    dict(logits (L, B, Q, K+1), boxes (L, B, Q, 7)), with heading bins also yaw_code (L, B, Q, 2·K_yaw) (bin logits
+    then normalised residuals).
     """
 
     def __init__(self, embed_dim: int, num_classes: int, depth: int = 4, num_heads: int = 4, mlp_dim: int = 256,
                  dropout: float = 0.1, encoding: Any = 'VertexRPE', num_kv_heads: int = 1,
-                 max_log_scale: float = 4.0) -> None:
+                 max_log_scale: float = 4.0, num_yaw_bins: int = 0) -> None:
         super().__init__()
+        if isinstance(num_yaw_bins, bool) or not isinstance(num_yaw_bins, int) or num_yaw_bins < 0:
+            raise ValueError(f'num_yaw_bins is the number of heading bins of rotated boxes (12 as 3DETR), or 0 for '
+                             f'axis-aligned boxes; got {num_yaw_bins!r}.')
         self.layers = nn.ModuleList(PointDecoderLayer(embed_dim, num_heads, mlp_dim, dropout, num_kv_heads)
                                     for _ in range(depth))
         self.encoding = build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads,
@@ -105,10 +113,11 @@ class BoxRefinementDecoder(nn.Module):
         if self.absolute:
             require_position_embedding(self.encoding, HOST, 'adds it to the point keys and embeds the queries\' box '
                                                             'centres with it')
-        self.query_pos = mlp(embed_dim if self.absolute else 6, embed_dim, embed_dim)
+        self.num_yaw_bins = num_yaw_bins
+        self.query_pos = mlp(embed_dim if self.absolute else 8 if num_yaw_bins else 6, embed_dim, embed_dim)
         self.norm = nn.LayerNorm(embed_dim)
         self.class_head = mlp(embed_dim, embed_dim, num_classes + 1)
-        self.box_head = mlp(embed_dim, embed_dim, 6)
+        self.box_head = mlp(embed_dim, embed_dim, 6 + 2 * num_yaw_bins)
         self.max_log_scale = max_log_scale
 
     def query_positions(self, boxes: torch.Tensor, bounds: torch.Tensor) -> tuple[Positions, torch.Tensor]:
@@ -119,15 +128,21 @@ class BoxRefinementDecoder(nn.Module):
             return pos_q, self.query_pos(self.encoding.position_embedding(pos_q).to(boxes.dtype))
         low, high = bounds[:, :1].to(boxes.dtype), bounds[:, 1:].to(boxes.dtype)
         extent = high - low
-        box_code = torch.cat([(boxes[..., :3] - low) / extent, boxes[..., 3:6] / extent], dim=-1)
-        return pos_q, self.query_pos(box_code)
+        box_code = [(boxes[..., :3] - low) / extent, boxes[..., 3:6] / extent]
+        if self.num_yaw_bins:
+            box_code += [boxes[..., 6:7].cos(), boxes[..., 6:7].sin()]
+        return pos_q, self.query_pos(torch.cat(box_code, dim=-1))
 
     def decode_boxes(self, deltas: torch.Tensor, proposals: torch.Tensor) -> torch.Tensor:
-        """(B, Q, 7) boxes from (B, Q, 6) deltas relative to the proposals."""
+        """(B, Q, 7) boxes from (B, Q, 6 + 2·K_yaw) deltas relative to the proposals and heading codes."""
         sizes = proposals[..., 3:6]
         centres = proposals[..., :3] + deltas[..., :3] * sizes
         scales = sizes * deltas[..., 3:6].clamp(-self.max_log_scale, self.max_log_scale).exp()
-        return torch.cat([centres, scales, torch.zeros_like(centres[..., :1])], dim=-1)
+        if self.num_yaw_bins:
+            yaw = decode_yaw(*deltas[..., 6:].chunk(2, dim=-1))[..., None]
+        else:
+            yaw = torch.zeros_like(centres[..., :1])
+        return torch.cat([centres, scales, yaw], dim=-1)
 
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, pos_k: Positions,
                 proposals: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -136,13 +151,18 @@ class BoxRefinementDecoder(nn.Module):
         key_embed = self.encoding.position_embedding(pos_k).to(memory.dtype) if self.absolute else None
         attention_encoding = self.encoding if hooks & RELATIVE_HOOKS else None
         proposals = proposals.detach()
-        boxes, all_logits, all_boxes = proposals, [], []
+        boxes, all_logits, all_boxes, all_codes = proposals, [], [], []
         for index, layer in enumerate(self.layers):
             pos_q, query_pos = self.query_positions(boxes, pos_k.scene.bounds)
             tgt = layer(tgt, memory, query_pos, key_embed, pos_q, pos_k, attention_encoding, index)
             hidden = self.norm(tgt)
-            predicted = self.decode_boxes(self.box_head(hidden), proposals)
+            deltas = self.box_head(hidden)
+            predicted = self.decode_boxes(deltas, proposals)
             all_logits.append(self.class_head(hidden))
             all_boxes.append(predicted)
+            all_codes.append(deltas[..., 6:])
             boxes = predicted.detach()
-        return dict(logits=torch.stack(all_logits), boxes=torch.stack(all_boxes))
+        outputs = dict(logits=torch.stack(all_logits), boxes=torch.stack(all_boxes))
+        if self.num_yaw_bins:
+            outputs['yaw_code'] = torch.stack(all_codes)
+        return outputs
