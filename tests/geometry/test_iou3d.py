@@ -165,6 +165,12 @@ def test_rotated_giou_by_hand() -> None:
     assert float(rotated_giou3d(turned, turned)) == pytest.approx(1.0, abs=1e-6)
     far = torch.tensor([_box(x=3.0)])
     assert float(rotated_giou3d(cube, far)) == pytest.approx(-0.5, abs=1e-6)  # enclosing 4 x 1 x 1, union 2
+    # Frames that disagree: a 4 x 1 box and a unit cube turned 45° at x = 3 do not overlap (union 5). In the long
+    # box's frame the enclosing rectangle is (2 + 3 + sqrt(2)/2) x sqrt(2) = 5 sqrt(2) + 1; in the cube's about 19.3.
+    long_box, diamond = torch.tensor([_box(l=4.0)]), torch.tensor([_box(x=3.0, yaw=math.pi / 4)])
+    expected = -(5 * math.sqrt(2) - 4) / (5 * math.sqrt(2) + 1)
+    assert float(rotated_giou3d(long_box, diamond)) == pytest.approx(expected, abs=1e-6)
+    assert float(rotated_giou3d(diamond, long_box)) == pytest.approx(expected, abs=1e-6)
 
 
 def test_rotated_giou_is_the_aligned_giou_at_yaw_zero_and_below_the_iou() -> None:
@@ -177,6 +183,7 @@ def test_rotated_giou_is_the_aligned_giou_at_yaw_zero_and_below_the_iou() -> Non
     assert pairwise.shape == (8, 5)
     assert torch.allclose(pairwise[torch.arange(5), torch.arange(5)], rotated_giou3d(first[:5], second[:5]))
     assert (pairwise <= rotated_iou3d(first[:8], second[:5]) + 1e-9).all() and (pairwise > -1).all()
+    assert torch.allclose(rotated_giou3d(first, second), rotated_giou3d(second, first), atol=1e-12)
 
 
 def test_rotated_giou_does_not_change_when_the_scene_turns() -> None:

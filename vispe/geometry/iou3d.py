@@ -168,10 +168,10 @@ def rotated_giou3d(boxes1: torch.Tensor, boxes2: torch.Tensor, pairwise: bool = 
 
     The enclosing box is vertical and, in BEV, the smaller of the two rectangles that hold both boxes' corners and
     are aligned with the one box or the other. Identical boxes have GIoU 1 at every yaw and the value does not change
-    when the scene turns about z; on boxes of equal yaw (all yaw 0 included) it is the smallest enclosing box, the
-    GIoU of the paper. 3DETR (Misra et al., ICCV 2021, ``generalized_box3d_iou``) encloses yawed boxes in the
-    axis-aligned box of their corners instead, which leaves a perfect prediction at yaw 45° with GIoU 0.5 for a cube
-    and a loss that turns it towards the axes.
+    when the scene turns about z; on boxes of equal yaw (all yaw 0 included) it is the smallest enclosing box aligned
+    with their common frame, the GIoU of the paper. 3DETR (Misra et al., ICCV 2021, ``generalized_box3d_iou``)
+    encloses yawed boxes in the axis-aligned box of their corners instead, which leaves a perfect prediction of a
+    cube at yaw 45° with GIoU 0.5 and a loss that turns it towards the axes.
 
     A loss term: the inputs are not checked (sizes must be positive, as a predicted ``exp`` size is).
 

@@ -34,6 +34,11 @@ def test_points_in_boxes() -> None:
     turned = torch.tensor([[0.0, 0.0, 0.0, 4.0, 1.0, 1.0, math.pi / 2]])
     points = torch.tensor([[0.0, 1.5, 0.0], [1.5, 0.0, 0.0], [0.3, -1.9, 0.4]])
     assert points_in_boxes(points, turned)[:, 0].tolist() == [True, False, True]
+    # Counter-clockwise yaw: 1.8 m along a heading of 0.5 rad is inside; the clockwise reading (-0.5) would miss it.
+    heading = torch.tensor([[0.0, 0.0, 0.0, 4.0, 1.0, 1.0, 0.5]])
+    along = torch.tensor([[1.8 * math.cos(0.5), 1.8 * math.sin(0.5), 0.0],
+                          [1.8 * math.cos(0.5), -1.8 * math.sin(0.5), 0.0]])
+    assert points_in_boxes(along, heading)[:, 0].tolist() == [True, False]
 
 
 def test_matching_pairs_each_target_with_its_query_and_losses_vanish_there() -> None:
@@ -104,7 +109,13 @@ def test_rotated_proposals_learn_the_heading_of_the_box_they_lie_in() -> None:
     assert {'loss_proposal_yaw_cls', 'loss_proposal_yaw_reg'} <= set(losses)
 
 
-def test_rotated_criterion_needs_the_heading_codes() -> None:
+def test_rotated_criterion_needs_both_heading_codes_of_its_width() -> None:
     criterion = BoxSetCriterion(num_classes=1, num_yaw_bins=12)
-    with pytest.raises(ValueError, match='yaw_code'):
-        criterion(dict(logits=torch.zeros(1, 1, 2, 2), boxes=torch.ones(1, 1, 2, 7)), [])
+    outputs = dict(logits=torch.zeros(1, 1, 2, 2), boxes=torch.ones(1, 1, 2, 7), yaw_code=torch.zeros(1, 1, 2, 24))
+    with pytest.raises(ValueError, match="'proposal_yaw_code' of 24 numbers"):
+        criterion(outputs, [])
+    with pytest.raises(ValueError, match=r'got widths \[16, 24\]'):
+        criterion(dict(outputs, proposal_yaw_code=torch.zeros(1, 5, 16)), [])
+    for bad in (-1, 2.0, True):
+        with pytest.raises(ValueError, match='heading bins'):
+            BoxSetCriterion(num_classes=1, num_yaw_bins=bad)

@@ -93,6 +93,23 @@ def test_rotated_detector_learns_headings_and_predicts_yawed_boxes(encoding: dic
     assert ((results[0]['boxes'][:, 6] >= -torch.pi) & (results[0]['boxes'][:, 6] < torch.pi)).all()
 
 
+@pytest.mark.parametrize('num_yaw_bins', [0, 12])
+def test_scenes_without_objects_train(num_yaw_bins: int) -> None:
+    model = small_detector('VertexRPE', depth=2, num_yaw_bins=num_yaw_bins)
+    points, samples = scenes()
+    samples[0] = dict(samples[0], gt_boxes=torch.zeros(0, 7), gt_labels=torch.zeros(0, dtype=torch.int64))
+    losses = model(points, samples, mode='loss')
+    assert all(torch.isfinite(value) for value in losses.values())
+    sum(losses.values()).backward()
+
+
+def test_axis_aligned_parameters_keep_their_order() -> None:
+    """Seeded initialisation and saved optimizer state depend on the order the modules are built in."""
+    names = [name.split('.')[0] for name in small_detector('NoPE').state_dict()]
+    assert list(dict.fromkeys(names)) == ['backbone', 'input_proj', 'encoder', 'encoder_norm', 'proposal_head',
+                                          'decoder']
+
+
 def test_yawed_targets_need_heading_bins() -> None:
     points, samples = scenes()
     yawed = [dict(sample, gt_boxes=sample['gt_boxes'] + torch.tensor([0, 0, 0, 0, 0, 0, 0.3])) for sample in samples]

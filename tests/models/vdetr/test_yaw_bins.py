@@ -27,3 +27,11 @@ def test_targets_decode_back_to_the_yaw(num_bins: int) -> None:
     assert ((decoded >= -math.pi) & (decoded < math.pi)).all()
     assert torch.allclose(torch.remainder(decoded - yaw + math.pi, 2 * math.pi) - math.pi,
                           torch.zeros_like(yaw), atol=1e-9)
+
+
+def test_half_precision_codes_decode_in_float32() -> None:
+    logits = torch.nn.functional.one_hot(torch.tensor([11]), 12).bfloat16()
+    residuals = torch.full((1, 12), 0.9).bfloat16()
+    yaw = decode_yaw(logits, residuals)
+    assert yaw.dtype == torch.float32
+    assert float(yaw) == pytest.approx(11 * math.pi / 6 + float(residuals[0, 0]) * math.pi / 12 - 2 * math.pi, abs=1e-6)

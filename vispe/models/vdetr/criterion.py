@@ -10,7 +10,7 @@ from torch import nn
 from vispe.geometry.iou3d import rotated_giou3d
 from vispe.models.detr.criterion import matched_targets
 from vispe.models.petr.criterion import PETRCriterion
-from vispe.models.vdetr.yaw_bins import yaw_bin_targets
+from vispe.models.vdetr.yaw_bins import check_num_yaw_bins, yaw_bin_targets
 
 
 def box_extremes(boxes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,12 +65,14 @@ class BoxSetCriterion(nn.Module):
     it inside a ground-truth box) and ``loss_proposal_center`` / ``loss_proposal_size`` (L1 of centre and log-size
     of the box a positive token lies in; the smallest such box), averaged over positive tokens.
 
-    With ``num_yaw_bins`` K_yaw > 0 the boxes are rotated: the GIoU is :func:`~vispe.geometry.rotated_giou3d`, a
-    point is inside a box in the box's frame, and the predictions' heading codes (``yaw_logits``, ``yaw_residuals``,
+    With ``num_yaw_bins`` K_yaw > 0 the boxes are rotated: the GIoU is :func:`~vispe.geometry.rotated_giou3d`
+    (float64 for the matched pairs' loss: its float32 gradient is noisy for boxes that nearly coincide), and the
+    heading codes (outputs ``yaw_code`` and ``proposal_yaw_code``: K_yaw bin logits then K_yaw residuals,
     :mod:`~vispe.models.vdetr.yaw_bins`) add ``loss_yaw_cls`` / ``loss_yaw_reg`` (3DETR's SUN RGB-D weights 0.1 and
     0.5; per matched box, divided by the number of ground-truth boxes) and ``loss_proposal_yaw_cls`` /
-    ``loss_proposal_yaw_reg`` (the same weights, averaged over positive tokens). With 0 the boxes are axis-aligned
-    (yaw ignored, ScanNet's).
+    ``loss_proposal_yaw_reg`` (the same weights, averaged over positive tokens). With 0 the GIoU is axis-aligned
+    (ScanNet's boxes, yaw 0; :class:`~vispe.models.VDETR` refuses yawed targets then). Points are inside a box in
+    the box's frame either way (the same at yaw 0).
     """
 
     def __init__(self, num_classes: int, class_weight: float = 1.0, center_weight: float = 5.0,
@@ -79,7 +81,7 @@ class BoxSetCriterion(nn.Module):
                  yaw_cls_weight: float = 0.1, yaw_reg_weight: float = 0.5) -> None:
         super().__init__()
         self.num_classes = num_classes
-        self.num_yaw_bins = num_yaw_bins
+        self.num_yaw_bins = check_num_yaw_bins(num_yaw_bins, 'BoxSetCriterion')
         self.weights = dict(loss_ce=class_weight, loss_center=center_weight, loss_size=size_weight,
                             loss_giou=giou_weight, loss_objectness=objectness_weight,
                             loss_proposal_center=proposal_weight, loss_proposal_size=proposal_weight,
@@ -92,6 +94,12 @@ class BoxSetCriterion(nn.Module):
     def giou(self, boxes1: torch.Tensor, boxes2: torch.Tensor, pairwise: bool = False) -> torch.Tensor:
         """The GIoU of the box kind this criterion trains (rotated with heading bins, else axis-aligned)."""
         return (rotated_giou3d if self.num_yaw_bins else aligned_giou3d)(boxes1, boxes2, pairwise=pairwise)
+
+    def matched_giou(self, boxes: torch.Tensor, gt_boxes: torch.Tensor) -> torch.Tensor:
+        """(M,) GIoU of matched (M, 7) pairs, float32; rotated ones computed in float64 (class docstring)."""
+        if self.num_yaw_bins:
+            return rotated_giou3d(boxes.double(), gt_boxes.double()).float()
+        return aligned_giou3d(boxes, gt_boxes)
 
     @torch.no_grad()
     def match(self, logits: torch.Tensor, boxes: torch.Tensor,
@@ -119,7 +127,7 @@ class BoxSetCriterion(nn.Module):
             loss_ce=F.cross_entropy(logits.float().transpose(1, 2), classes, self.empty_weight),
             loss_center=F.l1_loss(matched[:, :3], gt_boxes[:, :3], reduction='sum') / num_boxes,
             loss_size=F.l1_loss(matched[:, 3:6], gt_boxes[:, 3:6], reduction='sum') / num_boxes,
-            loss_giou=(1 - self.giou(matched[:, :7], gt_boxes)).sum() / num_boxes)
+            loss_giou=(1 - self.matched_giou(matched[:, :7], gt_boxes)).sum() / num_boxes)
         if yaw_code is not None:
             cls, reg = yaw_losses(*matched[:, 7:].chunk(2, dim=-1), gt_boxes[:, 6])
             losses.update(loss_yaw_cls=cls.sum() / num_boxes, loss_yaw_reg=reg.sum() / num_boxes)
@@ -134,7 +142,10 @@ class BoxSetCriterion(nn.Module):
             gt_boxes = target['gt_boxes'].float()
             inside = points_in_boxes(scene_xyz.float(), gt_boxes)
             volume = gt_boxes[:, 3:6].prod(-1).expand_as(inside)
-            owner = torch.where(inside, volume, torch.inf).argmin(-1)
+            if len(gt_boxes):
+                owner = torch.where(inside, volume, torch.inf).argmin(-1)
+            else:  # a scene without objects: every token negative
+                owner = torch.zeros(len(inside), dtype=torch.int64, device=inside.device)
             positive = inside.any(-1)
             labels.append(positive.float())
             owned = gt_boxes[owner[positive]]
@@ -156,11 +167,14 @@ class BoxSetCriterion(nn.Module):
         objectness (B, M), proposals (B, M, 7); with heading bins also ``yaw_code`` (L, B, Q, 2·K_yaw) and
         ``proposal_yaw_code`` (B, M, 2·K_yaw)."""
         logits, boxes = outputs['logits'], outputs['boxes']
-        yaw_code = outputs.get('yaw_code') if self.num_yaw_bins else None
-        if self.num_yaw_bins and yaw_code is None:
-            raise ValueError(f'BoxSetCriterion(num_yaw_bins={self.num_yaw_bins}) needs the heading codes '
-                             f"'yaw_code' and 'proposal_yaw_code' in the outputs: build the model with the same "
-                             f'num_yaw_bins.')
+        yaw_code = proposal_yaw_code = None
+        if self.num_yaw_bins:
+            yaw_code, proposal_yaw_code = outputs.get('yaw_code'), outputs.get('proposal_yaw_code')
+            widths = {code.shape[-1] for code in (yaw_code, proposal_yaw_code) if code is not None}
+            if yaw_code is None or proposal_yaw_code is None or widths != {2 * self.num_yaw_bins}:
+                raise ValueError(f'BoxSetCriterion(num_yaw_bins={self.num_yaw_bins}) needs the heading codes '
+                                 f"'yaw_code' and 'proposal_yaw_code' of {2 * self.num_yaw_bins} numbers in the "
+                                 f'outputs (got widths {sorted(widths)}): build the model with the same num_yaw_bins.')
         num_boxes = PETRCriterion.num_matched(sum(len(t['gt_labels']) for t in targets), logits.device)
         layers = logits.shape[0]
         per_layer = [self.set_losses(logits[layer], boxes[layer], targets, num_boxes,
@@ -169,5 +183,5 @@ class BoxSetCriterion(nn.Module):
         for layer, aux in enumerate(per_layer[:-1]):
             losses.update({f'd{layer}.{name}': value for name, value in aux.items()})
         losses.update(self.proposal_losses(outputs['xyz'], outputs['objectness'], outputs['all_proposals'], targets,
-                                           outputs.get('proposal_yaw_code') if self.num_yaw_bins else None))
+                                           proposal_yaw_code))
         return {name: value * self.weights[name.split('.')[-1]] for name, value in losses.items()}

@@ -14,7 +14,7 @@ from vispe.models.inputs import value_checks_enabled
 from vispe.models.vdetr.criterion import BoxSetCriterion
 from vispe.models.vdetr.postprocess import check_test_cfg, detections
 from vispe.models.vdetr.transformer import BoxRefinementDecoder, PointEncoderLayer, mlp
-from vispe.models.vdetr.yaw_bins import decode_yaw
+from vispe.models.vdetr.yaw_bins import check_num_yaw_bins, decode_yaw
 from vispe.registry import MODELS
 
 
@@ -70,12 +70,13 @@ class VDETR(BaseModel):
         self.encoder = nn.ModuleList(PointEncoderLayer(embed_dim, encoder['num_heads'], encoder['mlp_dim'],
                                                        encoder['dropout']) for _ in range(encoder['depth']))
         self.encoder_norm = nn.LayerNorm(embed_dim)
+        check_num_yaw_bins(num_yaw_bins, 'VDETR')
         for name, options in (('decoder', decoder), ('loss', loss)):
             if 'num_yaw_bins' in (options or {}):
                 raise ValueError(f'Give num_yaw_bins to VDETR itself (the proposals, decoder and loss share it), '
                                  f'not in its {name} options.')
-        self.decoder = BoxRefinementDecoder(embed_dim, num_classes, **(decoder or {}), num_yaw_bins=num_yaw_bins)
         self.proposal_head = mlp(embed_dim, embed_dim, 7 + 2 * num_yaw_bins)
+        self.decoder = BoxRefinementDecoder(embed_dim, num_classes, **(decoder or {}), num_yaw_bins=num_yaw_bins)
         self.num_classes = num_classes
         self.num_queries = num_queries
         self.num_yaw_bins = num_yaw_bins

@@ -17,7 +17,7 @@ from vispe.encodings import (PositionEncoding, build_encoding, check_encoding_fi
                              require_position_embedding)
 from vispe.geometry import Positions, SceneGeometry
 from vispe.models.detr.transformer import feed_forward
-from vispe.models.vdetr.yaw_bins import decode_yaw
+from vispe.models.vdetr.yaw_bins import check_num_yaw_bins, decode_yaw
 
 RELATIVE_HOOKS = frozenset({'rotate', 'logits_bias'})
 HOST = register_host('V-DETR decoder', provides=('points', 'bounds', 'boxes'),
@@ -96,9 +96,7 @@ class BoxRefinementDecoder(nn.Module):
                  dropout: float = 0.1, encoding: Any = 'VertexRPE', num_kv_heads: int = 1,
                  max_log_scale: float = 4.0, num_yaw_bins: int = 0) -> None:
         super().__init__()
-        if isinstance(num_yaw_bins, bool) or not isinstance(num_yaw_bins, int) or num_yaw_bins < 0:
-            raise ValueError(f'num_yaw_bins is the number of heading bins of rotated boxes (12 as 3DETR), or 0 for '
-                             f'axis-aligned boxes; got {num_yaw_bins!r}.')
+        check_num_yaw_bins(num_yaw_bins, 'BoxRefinementDecoder')
         self.layers = nn.ModuleList(PointDecoderLayer(embed_dim, num_heads, mlp_dim, dropout, num_kv_heads)
                                     for _ in range(depth))
         self.encoding = build_encoding(encoding, embed_dim=embed_dim, num_heads=num_heads,
@@ -160,7 +158,8 @@ class BoxRefinementDecoder(nn.Module):
             predicted = self.decode_boxes(deltas, proposals)
             all_logits.append(self.class_head(hidden))
             all_boxes.append(predicted)
-            all_codes.append(deltas[..., 6:])
+            if self.num_yaw_bins:
+                all_codes.append(deltas[..., 6:])
             boxes = predicted.detach()
         outputs = dict(logits=torch.stack(all_logits), boxes=torch.stack(all_boxes))
         if self.num_yaw_bins:

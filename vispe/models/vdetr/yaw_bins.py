@@ -11,7 +11,15 @@ import math
 
 import torch
 
-__all__ = ['decode_yaw', 'yaw_bin_targets']
+__all__ = ['check_num_yaw_bins', 'decode_yaw', 'yaw_bin_targets']
+
+
+def check_num_yaw_bins(num_yaw_bins: object, owner: str) -> int:
+    """``num_yaw_bins`` checked: an int >= 0 (0: axis-aligned boxes, no heading code)."""
+    if isinstance(num_yaw_bins, bool) or not isinstance(num_yaw_bins, int) or num_yaw_bins < 0:
+        raise ValueError(f'{owner} num_yaw_bins is the number of heading bins of rotated boxes (12 as 3DETR), or 0 '
+                         f'for axis-aligned boxes; got {num_yaw_bins!r}.')
+    return num_yaw_bins
 
 
 def yaw_bin_targets(yaw: torch.Tensor, num_bins: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -25,9 +33,10 @@ def yaw_bin_targets(yaw: torch.Tensor, num_bins: int) -> tuple[torch.Tensor, tor
 
 def decode_yaw(logits: torch.Tensor, residuals: torch.Tensor) -> torch.Tensor:
     """Bin logits (..., K) and normalised residuals (..., K) -> yaw (...) in [-π, π): the best bin's centre plus
-    its residual (differentiable through the residual)."""
+    its residual (differentiable through the residual); float32 at least (half precision would lose ~0.01 rad)."""
     num_bins = logits.shape[-1]
     width = 2 * math.pi / num_bins
     bins = logits.argmax(-1, keepdim=True)
+    residuals = residuals.float() if residuals.dtype in (torch.float16, torch.bfloat16) else residuals
     yaw = bins.squeeze(-1).to(residuals.dtype) * width + residuals.gather(-1, bins).squeeze(-1) * (width / 2)
     return torch.remainder(yaw + math.pi, 2 * math.pi) - math.pi
