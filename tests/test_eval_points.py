@@ -20,6 +20,7 @@ from vispe.engine.arguments import InvalidArgument
 from vispe.evaluation import point_sweep
 from vispe.models.vdetr import VDETR
 from vispe.registry import DATASETS, MODELS
+from vispe.reporting.result_tables import point_sweep_table
 from vispe.visualization.point_attention import point_query_attention
 
 VDETR_CONFIG = REPO_ROOT / 'configs' / 'vdetr' / 'vdetr-s_vertex-rpe_pt-scenes.py'
@@ -85,6 +86,26 @@ def test_sweep_writes_every_point_and_groups_seeds(rooms, tmp_path, monkeypatch,
     assert group['results'][0]['mean']['indoor/mAP25'] == pytest.approx(sum(first) / 2, abs=1e-4)
     assert group['results'][0]['spread']['indoor/mAP25'] == pytest.approx(max(first) - min(first), abs=1e-4)
     assert out.with_suffix('.png').stat().st_size > 0 and out.with_suffix('.seeds.csv').is_file()
+
+
+def test_rotated_sweep_reports_the_heading_error(rooms, tmp_path, monkeypatch, capsys) -> None:
+    cfg = tiny_config(rooms)
+    cfg.model.num_yaw_bins = 12
+    cfg.test_evaluator.rotated = True
+    run = str(make_work_dir(tmp_path, 'tiny-rotated_s0', cfg, 0))
+    out = tmp_path / 'rotated'
+    assert run_tool('eval_resolution', [run, '--point-density', '1', '--scene-scale', '1', '--group-seeds',
+                                        '--out', str(out)], monkeypatch) == 0
+    report = json.loads(out.with_suffix('.json').read_text())
+    assert report['metrics'] == ['indoor/mAP25', 'indoor/mAP50', 'indoor/mAOE25']
+    table = point_sweep_table(report)
+    assert 'mAOE25 @ 1×' in table.splitlines()[0]
+    result = report['seed_groups'][0]['results'][0]
+    cell = table.splitlines()[2].split('|')[-2].strip()
+    assert cell == ('–' if 'indoor/mAOE25' not in result['mean'] else f"{result['mean']['indoor/mAOE25']:.3f}"
+                    f" ± {result['spread']['indoor/mAOE25']:.3f}")
+    result['mean'].pop('indoor/mAOE25', None)  # no true positive: no heading error, a dash
+    assert point_sweep_table(report).splitlines()[2].split('|')[-2].strip() == '–'
 
 
 def test_refusals(rooms, tmp_path, monkeypatch) -> None:

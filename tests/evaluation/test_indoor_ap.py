@@ -100,6 +100,20 @@ def test_rotated_option() -> None:
     assert rotated['AP50_0'] == 0.0 and rotated['AP25_0'] == pytest.approx(1.0)
 
 
+def test_heading_error_of_true_positives_with_rotated_boxes() -> None:
+    # Class 0: a box found turned by pi (the same box: IoU 1) and one found 0.3 rad off; class 1: exact, and a
+    # false positive 0.9 rad off that does not count. The duplicate of a matched box does not count either.
+    scenes = [_scene([_cube(l=2, yaw=math.pi + 0.1), _cube(x=5, l=2, yaw=0.3), _cube(x=10, yaw=2.0),
+                      _cube(x=10, yaw=1.1), _cube(l=2, yaw=1.0)], [0.9, 0.8, 0.7, 0.6, 0.5], [0, 0, 1, 1, 0],
+                     [_cube(l=2, yaw=0.1), _cube(x=5, l=2), _cube(x=10, yaw=2.0)], [0, 0, 1])]
+    metrics = _evaluate(scenes, rotated=True)
+    assert metrics['AOE25_0'] == pytest.approx((math.pi + 0.3) / 2, abs=1e-5)
+    assert metrics['AOE25_1'] == pytest.approx(0.0, abs=1e-6)
+    assert metrics['mAOE25'] == pytest.approx((math.pi + 0.3) / 4, abs=1e-5)
+    assert 'mAOE25' not in _evaluate(scenes)  # axis-aligned: no heading
+    assert 'mAOE50' not in _evaluate([_scene([_cube(x=3)], [0.9], [0], [_cube()], [0])], rotated=True)
+
+
 def test_ground_truth_sources_names_and_prefix() -> None:
     prediction, truth = _scene([_cube()], [0.9], [1], [_cube()], [1])
     metric = METRICS.build(dict(type='IndoorAP'))

@@ -10,6 +10,9 @@ each IoU threshold and each class:
 3. precision = TP / (TP + FP) and recall = TP / #ground truth along the sorted list;
 4. AP = VOC all-points area (``use_07_metric=False``): the precision envelope (running maximum from the right),
    summed over the recall steps, with sentinels recall 0 -> 1 and precision 0 at both ends.
+
+With rotated boxes the IoU cannot tell a box from the same box turned by π, so :class:`IndoorAP` also reports the
+heading error of the true positives (nuScenes' AOE, Caesar et al., CVPR 2020, on indoor matching).
 """
 from __future__ import annotations
 
@@ -69,6 +72,10 @@ class IndoorAP(BaseMetric):
     adds every predicted label to its ground-truth map); a label with ground truth but no detection gets AP 0 and
     recall 0; a label with neither is not reported. Equal scores keep the order of the scenes and detections as
     processed (3DETR's unstable ``argsort`` leaves it unspecified).
+
+    With ``rotated`` also, per threshold, ``AOE25_<class>``: the mean absolute heading error (radians, in [0, π],
+    the yaw difference wrapped) of the class's true positives, and ``mAOE25`` its mean over the classes that have
+    true positives (nuScenes' AOE; chance is π/2); absent where there are none.
 
     ``process`` takes the detector's predictions, one dict per scene ``dict(boxes (n, 7) (x, y, z, l, w, h, yaw),
     scores (n,), labels (n,) int64)``; each scene's ground truth ``gt_boxes (m, 7)`` and ``gt_labels (m,)`` comes
@@ -132,11 +139,14 @@ class IndoorAP(BaseMetric):
             iou = torch.where(labels[:, None] == gt_labels[None], iou, torch.full_like(iou, -1.0))
             if num_gt:
                 best_iou, best_gt = iou.max(1)
+                turn = boxes[:, 6].double() - gt_boxes[best_gt, 6].double()
+                heading_error = torch.remainder(turn + torch.pi, 2 * torch.pi).sub(torch.pi).abs()
             else:
                 best_iou, best_gt = iou.new_full((num,), -1.0), labels.new_zeros(num)
+                heading_error = best_iou.new_zeros(num, dtype=torch.float64)
             self.results.append(dict(scores=scores.double().cpu().numpy(), labels=labels.cpu().numpy(),
                                      best_iou=best_iou.double().cpu().numpy(), best_gt=best_gt.cpu().numpy(),
-                                     gt_labels=gt_labels.cpu().numpy()))
+                                     gt_labels=gt_labels.cpu().numpy(), heading_error=heading_error.cpu().numpy()))
 
     def _class_names(self) -> tuple[str, ...] | None:
         if self.classes is not None:
@@ -153,6 +163,7 @@ class IndoorAP(BaseMetric):
         gt_ids = np.concatenate([np.zeros(0, np.int64)] + [result['best_gt'] + offset
                                                            for result, offset in zip(results, gt_offsets)])
         gt_labels = np.concatenate([np.zeros(0, np.int64)] + [result['gt_labels'] for result in results])
+        heading_error = np.concatenate([np.zeros(0)] + [result['heading_error'] for result in results])
         present = np.union1d(labels, gt_labels).astype(np.int64)
         names = self._class_names()
         if len(present) and (present.min() < 0 or (names is not None and present.max() >= len(names))):
@@ -165,7 +176,7 @@ class IndoorAP(BaseMetric):
         metrics, per_class = {}, {}
         for threshold in self.iou_thresholds:
             suffix = _threshold_name(threshold)
-            aps, recalls = [], []
+            aps, recalls, heading_errors = [], [], []
             for label in present:
                 ranked = order[labels[order] == label]
                 hit = best_iou[ranked] > threshold
@@ -180,7 +191,13 @@ class IndoorAP(BaseMetric):
                 precision = tp / np.maximum(tp + fp, np.finfo(np.float64).eps)
                 aps.append(voc_average_precision(recall, precision))
                 recalls.append(float(recall[-1]) if len(recall) else 0.0)
-                per_class[f'AP{suffix}_{names[label] if names else label}'] = aps[-1]
+                name = names[label] if names else label
+                per_class[f'AP{suffix}_{name}'] = aps[-1]
+                if self.rotated and true_positive.any():
+                    heading_errors.append(float(heading_error[ranked][true_positive == 1].mean()))
+                    per_class[f'AOE{suffix}_{name}'] = heading_errors[-1]
             metrics[f'mAP{suffix}'] = float(np.mean(aps)) if aps else 0.0
             metrics[f'AR{suffix}'] = float(np.mean(recalls)) if recalls else 0.0
+            if heading_errors:
+                metrics[f'mAOE{suffix}'] = float(np.mean(heading_errors))
         return {**metrics, **per_class}

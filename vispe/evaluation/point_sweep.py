@@ -10,7 +10,8 @@ A sweep point has two axes, both options of :class:`~vispe.datasets.PointScenes`
 - scene scale s: point coordinates, box centres and box sizes times s (a room and its objects s times larger).
 
 The metric is the config's :class:`~vispe.evaluation.IndoorAP` (3DETR's VOC-style AP at 3D IoU 0.25 and 0.5); the
-table shows ``indoor/mAP25`` and ``indoor/mAP50``, CSV and JSON hold every metric (per class, AR). Runs named
+table shows ``indoor/mAP25`` and ``indoor/mAP50``, CSV and JSON hold every metric (per class, AR; with rotated
+boxes the heading error ``indoor/mAOE25``, which the JSON's table metrics then list too). Runs named
 ``<name>_s<seed>`` group as mean and spread (max − min) with ``--group-seeds`` (:mod:`vispe.evaluation.sweep`).
 """
 from __future__ import annotations
@@ -133,7 +134,8 @@ def write_point_outputs(out: Path, command: str, runs: Sequence[Any], configs: M
                         groups: Sequence[SeedGroup] | None, summaries: Summaries | None) -> list[Path]:
     """The sweep's CSV, seed-group CSV, JSON and PNG (:func:`~vispe.evaluation.sweep.write_outputs`)."""
     results = {run.label: run.results for run in runs}
-    report = dict(command=command, metrics=list(TABLE_METRICS),
+    rotated = any(cfg.get('test_evaluator', {}).get('rotated', False) for cfg in configs.values())
+    report = dict(command=command, metrics=[*TABLE_METRICS, *(['indoor/mAOE25'] if rotated else [])],
                   axes=dict(point_density='points per scene = round(num_points * point_density)',
                             scene_scale='coordinates, box centres and sizes times scene_scale'))
     return write_outputs(POINTS, out, report, runs, configs, groups, summaries,

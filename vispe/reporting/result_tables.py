@@ -123,7 +123,8 @@ def orientation_table(documents: list[dict], height: int) -> str:
 
 def point_sweep_table(document: dict) -> str:
     """``eval_resolution.py --point-density --scene-scale`` of point detectors: one row per seed group and scene
-    scale, one column per density and metric."""
+    scale, one column per density and metric ('–' where a group has no value, e.g. no heading error without true
+    positives)."""
     metrics = document['metrics']
     densities = sorted({result['point_density'] for group in document['seed_groups'] for result in group['results']})
     header = ['seed group', 'scene scale', *[f'{metric.split("/")[-1]} @ {d:g}×' for d in densities
@@ -136,7 +137,8 @@ def point_sweep_table(document: dict) -> str:
         for scale, by_density in sorted(by_scale.items()):
             rows.append([f'`{group["label"]}`', f'{scale:g}',
                          *[mean_spread(by_density[d]['mean'][m], by_density[d]['spread'][m], 3)
-                           if d in by_density else '–' for d in densities for m in metrics]])
+                           if d in by_density and m in by_density[d]['mean'] else '–'
+                           for d in densities for m in metrics]])
     return table(header, rows)
 
 
