@@ -81,6 +81,8 @@ BLOCKS = {block.name: block for block in [
     Block('petr-orientation', PETR_EVALUATIONS,
           lambda sources, files: results.orientation_table([sources.document(name) for name in files], height=90)),
     Block('vdetr-sweep', ['models/vdetr_pt-scenes_sweep.json'], _each(results.point_sweep_table, captioned=False)),
+    Block('vdetr-rotated-sweep', ['models/vdetr_pt-scenes-rotated_sweep.json'],
+          _each(results.point_sweep_table, captioned=False)),
     Block('novel-views', ['models/nvs_mv-scenes.json'], _each(results.novel_view_table, captioned=False)),
     Block('crop-depth', ['models/crops_mv-crops-depth_sweep.json'], _each(results.crop_depth_table, captioned=False)),
     Block('gaussian-codecs', GAUSSIAN_REPORTS,
