@@ -1,7 +1,7 @@
 """Host fixtures of the encoding contract tests: one per ``requires`` set, each a small model that gives its positions
 that geometry and calls the encoding the way vispe's hosts do.
 
-* ``grid``: a tiny vispe ViT (images -> tokens);
+* ``grid`` (and ``grid + pixels``): a tiny vispe ViT (images -> tokens);
 * ``grid + cameras``: two camera views of a token grid with their cameras: ``embed``, a multi-view encoder with the
   attention hooks, and, for the camera protocol, ``encode_queries`` of 3D reference points and ``losses``;
 * ``grid + cameras + crop boxes``: the crop-depth ViT (crops of a larger image, its intrinsics);
@@ -138,7 +138,9 @@ class GridHost(nn.Module):
         self.encoding = self.vit.encoding
 
     def forward(self, images: torch.Tensor, geometry: bool = True) -> torch.Tensor:
-        return self.vit.forward_features(images)
+        if geometry:
+            return self.vit.forward_features(images)
+        return self.vit.embed_tokens(images, self.vit.positions(images).updated(image=None))
 
 
 def grid_inputs(dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
@@ -162,6 +164,7 @@ class Fixture:
 FIXTURES = {
     frozenset(): Fixture('grid', GridHost, grid_inputs),
     frozenset({'grid'}): Fixture('grid', GridHost, grid_inputs),
+    frozenset({'grid', 'pixels'}): Fixture('grid + pixels', GridHost, grid_inputs),
     frozenset({'grid', 'cameras'}): Fixture('grid + cameras', MultiViewHost, camera_inputs, CAMERA_HOST),
     frozenset({'grid', 'cameras', 'crop_boxes'}): Fixture('grid + cameras + crop boxes', CropHost, crop_inputs),
     frozenset({'points', 'bounds'}): Fixture('points + bounds', PointHost, point_inputs),

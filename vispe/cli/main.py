@@ -62,6 +62,7 @@ COMMANDS = {
     'dataset': Command('', 'write a data set: ' + ', '.join(DATASET_COMMANDS)),
     'demo': Command('demo', 'train small ViTs on Fashion-MNIST and compare them across sizes'),
     'zoo-card': Command('zoo_card', 'write model-zoo cards from a work dir and an eval JSON'),
+    'three-cell': Command('three_cell', 'score 2D encodings on the Three Cell Experiment (LOOPE)'),
     'list': Command('', 'list the encodings and the packaged configs (list configs [PATTERN], list encodings)'),
 }
 

@@ -16,6 +16,7 @@ from vispe.encodings.irpe import iRPE
 from vispe.encodings.kpe import KPE, kpe_center_corner, kpe_dense
 from vispe.encodings.learned_ape import LearnedAPE
 from vispe.encodings.lookhere import LookHere
+from vispe.encodings.loope import LOOPE
 from vispe.encodings.nope import NoPE
 from vispe.encodings.options import Option, OptionTypeError, OptionValueError, check_test_time_option
 from vispe.encodings.peg import PEG
@@ -29,11 +30,12 @@ from vispe.encodings.vertex_rpe import VertexRPE, vertex_corners
 from vispe.encodings.xyz import FourierXYZ, SinCosXYZ, sincos_xyz_embedding
 
 __all__ = [
-    'ALiBi2D', 'AbsoluteEncoding', 'EncodingHostError', 'Host', 'add_to_positioned', 'check_encoding_fits', 'list_hosts',
-    'register_host', 'require_position_embedding', 'CameraEncoding', 'CameraRays', 'ComRoPE', 'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable',
-    'FeatureEncoding', 'FourierFeatures', 'FourierXYZ', 'GTA', 'HOOK_NAMES', 'KPE', 'LearnedAPE', 'LookHere',
-    'MultiViewSine', 'NoPE', 'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D',
-    'PositionEncoding', 'RPE2D', 'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'TriPlane', 'VertexRPE',
-    'build_encoding', 'check_test_time_option', 'detr_sine_embedding', 'iRPE', 'kpe_center_corner', 'kpe_dense',
-    'list_encodings', 'sincos_2d_embedding', 'sincos_xyz_embedding', 'vertex_corners',
+    'ALiBi2D', 'AbsoluteEncoding', 'EncodingHostError', 'Host', 'add_to_positioned', 'check_encoding_fits',
+    'list_hosts', 'register_host', 'require_position_embedding', 'CameraEncoding', 'CameraRays', 'ComRoPE',
+    'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable', 'FeatureEncoding', 'FourierFeatures',
+    'FourierXYZ', 'GTA', 'HOOK_NAMES', 'KPE', 'LOOPE', 'LearnedAPE', 'LookHere', 'MultiViewSine', 'NoPE',
+    'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D', 'PositionEncoding', 'RPE2D',
+    'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'TriPlane', 'VertexRPE', 'build_encoding',
+    'check_test_time_option', 'detr_sine_embedding', 'iRPE', 'kpe_center_corner', 'kpe_dense', 'list_encodings',
+    'sincos_2d_embedding', 'sincos_xyz_embedding', 'vertex_corners',
 ]

@@ -238,6 +238,7 @@ MODEL_FACTS: dict[str, Option] = {
                                               'the model.'),
     'in_channels': Option(int, ge=1, doc='Channels of the backbone features an encoding reads (3DPPE\'s depth net), '
                                          'filled in by the model.'),
+    'in_chans': Option(int, ge=1, doc='Channels of the input images (a ViT\'s in_chans), filled in by the model.'),
 }
 
 

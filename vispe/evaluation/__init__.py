@@ -41,5 +41,6 @@ from vispe.evaluation.crop_depth_metric import CropDepthMetric
 from vispe.evaluation.indoor_ap import IndoorAP
 from vispe.evaluation.nuscenes_metric import NuScenesMetric
 from vispe.evaluation.nvs_metric import NVSMetric
+from vispe.evaluation.three_cell_metric import ThreeCellMetric
 
-__all__ = ['Accuracy', 'CocoMetric', 'CropDepthMetric', 'IndoorAP', 'NuScenesMetric', 'NVSMetric']
+__all__ = ['Accuracy', 'CocoMetric', 'CropDepthMetric', 'IndoorAP', 'NuScenesMetric', 'NVSMetric', 'ThreeCellMetric']

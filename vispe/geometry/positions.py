@@ -33,6 +33,7 @@ GEOMETRY: dict[str, str] = {
     'points': '3D coordinates of the tokens (Positions(coords=(B, N, 3)))',
     'bounds': 'each 3D scene\'s extent (Positions(scene=SceneGeometry(bounds=(B, 2, 3))))',
     'boxes': '3D boxes of the tokens (Positions(scene=SceneGeometry(boxes=(B, N, 7))))',
+    'pixels': 'the images the grid\'s tokens were cut from (Positions(image=ImageGeometry(pixels=(B, C, H, W))))',
     'poses': 'a rigid pose per token, scene frame -> the token\'s frame (Positions(scene=SceneGeometry(poses=(B, N, 4, '
              '4)))), e.g. a decoder\'s object queries placed at their 3D reference points',
 }
@@ -89,6 +90,21 @@ class CameraGeometry:
 
 
 @dataclass(frozen=True, eq=False)
+class ImageGeometry:
+    """The images a token grid was cut from, for encodings that read the image itself (LOOPE's order offsets).
+
+    Attributes:
+        pixels: (B, C, H, W) the model's input images as its patch embedding receives them; cell (i, j) of the grid
+            covers pixels [i·ph, (i+1)·ph) × [j·pw, (j+1)·pw) for the positions' patch size (ph, pw).
+    """
+
+    pixels: torch.Tensor
+
+    def __post_init__(self) -> None:
+        _check_rank('ImageGeometry.pixels', self.pixels, (4,), '(B, C, H, W)')
+
+
+@dataclass(frozen=True, eq=False)
 class SceneGeometry:
     """Where a token set lies in a 3D scene, beyond its coordinates.
 
@@ -140,7 +156,8 @@ class Positions:
     * ``valid_mask``: validity, (B, h, w) for a padded grid (each image in the top-left corner),
       (B, V, h, w) for views (a missing view is all False), (B, N) for other tokens;
     * ``camera``: the views' cameras, measured depth and crop boxes (:class:`CameraGeometry`);
-    * ``scene``: a 3D scene's extent and per-token boxes (:class:`SceneGeometry`).
+    * ``scene``: a 3D scene's extent and per-token boxes (:class:`SceneGeometry`);
+    * ``image``: the images a grid was cut from (:class:`ImageGeometry`).
 
     Only the grid size is positional; everything else is a keyword: ``Positions((14, 14), num_prefix_tokens=1)``.
     Only shapes, sizes and counts are checked here (ranks, grid and patch sizes, token counts, views, each sample's
@@ -162,6 +179,7 @@ class Positions:
         num_positions: the positioned-token count (from the grid or the coordinates when not given).
         camera: optional :class:`CameraGeometry` of the views.
         scene: optional :class:`SceneGeometry` of the tokens.
+        image: optional :class:`ImageGeometry`, the images of the grid.
     """
 
     grid_size: tuple[int, int] | None
@@ -174,19 +192,22 @@ class Positions:
     num_positions: int
     camera: CameraGeometry | None
     scene: SceneGeometry | None
+    image: ImageGeometry | None
     _memo: dict[Hashable, Any] = field(repr=False)
 
     def __init__(self, grid_size: tuple[int, int] | None = None, *args: Any, num_prefix_tokens: int = 0,
                  patch_size: tuple[int, int] = (1, 1), device: torch.device | str | None = None,
                  coords: torch.Tensor | None = None, valid_mask: torch.Tensor | None = None, num_views: int = 1,
                  num_positions: int | None = None, camera: CameraGeometry | None = None,
-                 scene: SceneGeometry | None = None, _memo: dict[Hashable, Any] | None = None) -> None:
+                 scene: SceneGeometry | None = None, image: ImageGeometry | None = None,
+                 _memo: dict[Hashable, Any] | None = None) -> None:
         if args:
             named = ', '.join(f'{name}={value!r}' for name, value in zip(_OLD_POSITIONAL_ORDER, args))
             raise TypeError(f'Positions takes only the grid size positionally; pass the rest by keyword: '
                             f'Positions({grid_size!r}, {named}). Cameras, depth and crop boxes go in '
                             f'camera=CameraGeometry(...), bounds and boxes in scene=SceneGeometry(...).')
-        for name, value, kind in (('camera', camera, CameraGeometry), ('scene', scene, SceneGeometry)):
+        for name, value, kind in (('camera', camera, CameraGeometry), ('scene', scene, SceneGeometry),
+                                  ('image', image, ImageGeometry)):
             if value is not None and not isinstance(value, kind):
                 raise TypeError(f'Positions.{name} must be a {kind.__name__} (or None); got {type(value).__name__}. '
                                 f'Wrap the tensors: {name}={kind.__name__}(...).')
@@ -203,6 +224,7 @@ class Positions:
         self.valid_mask = valid_mask
         self.camera = camera
         self.scene = scene
+        self.image = image
         self._memo = {} if _memo is None else _memo
         _check_rank('Positions.coords', coords, (2, 3), '(N, D) or (B, N, D)')
         self.num_views = positive_int(num_views, 'Positions num_views', 'give the number of views (1 for a single '
@@ -254,6 +276,8 @@ class Positions:
             for name in ('bounds', 'boxes', 'poses'):
                 if getattr(self.scene, name) is not None:
                     counts[name] = getattr(self.scene, name).shape[0]
+        if self.image is not None:
+            counts['pixels'] = self.image.pixels.shape[0]
         return counts
 
     def check_tokens(self, batch: int, count: int | None, user: str) -> None:
@@ -326,6 +350,8 @@ class Positions:
             return self.camera is not None and getattr(self.camera, name) is not None
         if name in ('bounds', 'boxes', 'poses'):
             return self.scene is not None and getattr(self.scene, name) is not None
+        if name == 'pixels':
+            return self.image is not None
         raise KeyError(f'Unknown geometry {name!r}; the geometry positions carry: {", ".join(GEOMETRY)}.')
 
     def geometry(self) -> tuple[str, ...]:

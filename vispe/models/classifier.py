@@ -16,7 +16,8 @@ class ImageClassifier(BaseModel):
     """Wraps a classification backbone (e.g. ``dict(type='TimmViT', ...)``) for mmengine.
 
     ``forward(inputs, label, mode)``: 'loss' -> ``{'loss': ...}``; 'predict' -> one dict per image with
-    ``scores`` (num_classes,) and ``label``; 'tensor' -> logits (B, num_classes).
+    ``scores`` (num_classes,) softmax, ``logits`` and ``label``; 'tensor' -> logits (B, num_classes). With
+    ``loss='bce'`` the labels may be multi-label answers (B, num_classes) of 0 and 1 (the Three Cell Experiment).
 
     Args:
         backbone: config (or module) of a network mapping images (B, C, H, W) to logits.
@@ -72,6 +73,14 @@ class ImageClassifier(BaseModel):
             raise ValueError(f'Image {index} of the batch has label {int(label[index])}, outside 0..{num_classes - 1} '
                              f'(num_classes={num_classes}): fix the dataset, or build the model with more classes.')
 
+    @staticmethod
+    def plain_label(target: torch.Tensor | None) -> int | torch.Tensor | None:
+        """A prediction's label: the class index of a hard label, the (num_classes,) answers of a multi-label one
+        (:class:`~vispe.datasets.ThreeCells`)."""
+        if target is None:
+            return None
+        return int(target) if target.ndim == 0 else target
+
     def loss_value(self, logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
         """Cross-entropy (hard or soft targets) or binary cross-entropy (DeiT-III, LookHere)."""
         if self.loss == 'bce':
@@ -101,6 +110,6 @@ class ImageClassifier(BaseModel):
         if mode == 'predict':
             scores = logits.float().softmax(-1)
             labels = label if label is not None else [None] * len(scores)
-            return [dict(scores=score, label=None if target is None else int(target))
-                    for score, target in zip(scores, labels)]
+            return [dict(scores=score, logits=row, label=self.plain_label(target))
+                    for score, row, target in zip(scores, logits.float(), labels)]
         raise ValueError(f"mode must be 'loss', 'predict' or 'tensor'; got {mode!r}.")

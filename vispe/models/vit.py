@@ -25,14 +25,14 @@ from torch import nn
 from vispe.attention import Attention
 from vispe.encodings import LearnedAPE, PositionEncoding, build_encoding, check_encoding_fits, register_host
 from vispe.encodings.builder import EncodingConfig
-from vispe.geometry import GEOMETRY, Positions, feature_grid_size
+from vispe.geometry import GEOMETRY, ImageGeometry, Positions, feature_grid_size
 from vispe.models.inputs import check_image_batch, check_nonfinite_option
 from vispe.models.vit_features import feature_take_indices
 from vispe.registry import MODELS
 
 DEFAULT_ENCODING = {'type': 'LearnedAPE'}
 RESERVED_TIMM_ARGS = ('pos_embed', 'block_fn', 'attn_layer')
-HOST = register_host('VisionTransformer', provides=('grid',),
+HOST = register_host('VisionTransformer', provides=('grid', 'pixels'),
                      where='vispe.create_vit, vispe.retrofit, TimmViT configs; extra_geometry= when a host gives more '
                            '(CropDepthViT)')
 
@@ -62,14 +62,15 @@ def image_positions(images: torch.Tensor, in_chans: int, reference: torch.Tensor
                     patch_size: tuple[int, int], dynamic_img_pad: bool, num_prefix_tokens: int) -> Positions:
     """Check an image batch (:func:`~vispe.models.inputs.check_image_batch`: rank, channels, size, device, dtype,
     non-finite pixels by ``nonfinite_inputs``; ``reference`` is the parameter whose device and dtype the images
-    need) and return the :class:`Positions` of its patch grid.
+    need) and return the :class:`Positions` of its patch grid, which carry the images (``pixels``).
 
     A leaf for timm's torch.fx feature extraction (``register_notrace_function``): the grid depends on the
     input's shape, which symbolic tracing does not know."""
     check_image_batch(images, in_chans, reference, nonfinite_inputs,
                       channels_fix=', or build the model with in_chans={channels}')
     grid = feature_grid_size(images.shape[-2:], patch_size, dynamic_img_pad)
-    return Positions(grid, num_prefix_tokens=num_prefix_tokens, patch_size=tuple(patch_size), device=images.device)
+    return Positions(grid, num_prefix_tokens=num_prefix_tokens, patch_size=tuple(patch_size), device=images.device,
+                     image=ImageGeometry(images))
 
 
 def encode_tokens(encoding: PositionEncoding, x: torch.Tensor, pos: Positions) -> torch.Tensor:
@@ -174,6 +175,7 @@ class VisionTransformer(TimmVisionTransformer):
             grid_size=tuple(self.patch_embed.grid_size),
             patch_size=tuple(self.patch_embed.patch_size),
             num_prefix_tokens=self.num_prefix_tokens,
+            in_chans=self.patch_embed.proj.in_channels,
         )
 
     def attach_encoding(self, encoding: EncodingConfig, timm_pos_embed: nn.Parameter | None = None) -> None:
