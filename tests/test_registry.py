@@ -44,8 +44,8 @@ def test_unknown_encoding_names_closest_and_lists_registered() -> None:
         vispe.build_encoding(dict(type='SinCos'))
     message = str(info.value)
     assert "Did you mean 'SinCos2D' or 'SinCosXYZ'?" in message
-    assert 'LearnedAPE, LookHere, MultiViewSine, NoPE, PEG, PETR, PPE3D, RPE2D, RoPEAxial, RoPEMixed, SinCos2D, ' \
-        'SinCosXYZ, TriPlane, VertexRPE, iRPE' in message
+    assert 'LOOPE, LearnedAPE, LookHere, MultiViewSine, NoPE, PEG, PETR, PPE3D, RPE2D, RoPEAxial, RoPEMixed, SeqPE, ' \
+        'SinCos2D, SinCosXYZ, TriPlane, VertexRPE, iRPE' in message
     assert 'custom_imports' in message
 
 

@@ -24,6 +24,7 @@ from vispe.encodings.petr import PETR
 from vispe.encodings.ppe3d import PPE3D
 from vispe.encodings.rope import RoPEAxial, RoPEMixed
 from vispe.encodings.rpe2d import RPE2D
+from vispe.encodings.seqpe import SeqPE
 from vispe.encodings.sincos2d import SinCos2D, sincos_2d_embedding
 from vispe.encodings.triplane import TriPlane
 from vispe.encodings.vertex_rpe import VertexRPE, vertex_corners
@@ -35,7 +36,7 @@ __all__ = [
     'DETRSine', 'EncodingInfo', 'EncodingStack', 'EncodingTable', 'FeatureEncoding', 'FourierFeatures',
     'FourierXYZ', 'GTA', 'HOOK_NAMES', 'KPE', 'LOOPE', 'LearnedAPE', 'LookHere', 'MultiViewSine', 'NoPE',
     'Option', 'OptionTypeError', 'OptionValueError', 'PEG', 'PETR', 'PPE3D', 'PositionEncoding', 'RPE2D',
-    'RoPEAxial', 'RoPEMixed', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'TriPlane', 'VertexRPE', 'build_encoding',
-    'check_test_time_option', 'detr_sine_embedding', 'iRPE', 'kpe_center_corner', 'kpe_dense', 'list_encodings',
-    'sincos_2d_embedding', 'sincos_xyz_embedding', 'vertex_corners',
+    'RoPEAxial', 'RoPEMixed', 'SeqPE', 'SinCos2D', 'SinCosXYZ', 'TableCache', 'TriPlane', 'VertexRPE',
+    'build_encoding', 'check_test_time_option', 'detr_sine_embedding', 'iRPE', 'kpe_center_corner', 'kpe_dense',
+    'list_encodings', 'sincos_2d_embedding', 'sincos_xyz_embedding', 'vertex_corners',
 ]

@@ -80,6 +80,9 @@ class PositionEncoding(nn.Module):
             any other declared option raises AttributeError; other attributes may be set freely, except a
             public name within a small edit distance of a declared option (a misspelt option).
         table_cache_size: how many tables :meth:`cached_table` keeps across forwards.
+        loss_terms: the names of the training regularisers :meth:`training_losses` computes (SeqPE's
+            ``contrastive`` and ``distillation``); a classifier turns them on by name with weights
+            (``ImageClassifier(encoding_losses=...)``).
         reads_poses: whether its attention hooks take query positions that carry only a pose per token
             (``SceneGeometry.poses``: a 3D detector's object queries at their reference points) against key
             positions that carry what ``requires`` names; the multi-view detector's decoder refuses the others.
@@ -94,6 +97,7 @@ class PositionEncoding(nn.Module):
     options: ClassVar[dict[str, Option]] = {}
     declares_options: ClassVar[bool] = False
     table_cache_size: ClassVar[int] = 8
+    loss_terms: ClassVar[tuple[str, ...]] = ()
     reads_poses: ClassVar[bool] = False
     _test_time_names: ClassVar[tuple[str, ...]] = ()
 
@@ -246,6 +250,12 @@ class PositionEncoding(nn.Module):
         to have :meth:`logits_bias` called (the default). Attention asks only when it may use the flex path (see
         :mod:`vispe.attention`); the result must equal :meth:`logits_bias`."""
         return None
+
+    @default_method
+    def training_losses(self, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        """The regularisers of :attr:`loss_terms` named in ``names``, unweighted scalars, for the training step whose
+        forward just ran (called after it); none by default."""
+        return {}
 
     def no_weight_decay(self) -> set[str]:
         """Names (relative to this module) of parameters to keep out of weight decay."""

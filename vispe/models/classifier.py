@@ -27,11 +27,14 @@ class ImageClassifier(BaseModel):
             ``dict(mixup_alpha=0.8, cutmix_alpha=1.0, num_classes=1000)``.
         head_bias_init: constant for the classifier bias (LookHere: −6.9 ≈ log(1/1000) with BCE); the
             output layer's bias of a two-layer head.
+        encoding_losses: weights of the encoding's own training regularisers by name (its ``loss_terms``, e.g.
+            SeqPE's ``dict(contrastive=0.1, distillation=0.1)``), logged and summed as ``loss_<name>``.
     """
 
     def __init__(self, backbone: dict | torch.nn.Module, label_smoothing: float = 0.0, loss: str = 'ce',
                  batch_augment: dict | None = None, head_bias_init: float | None = None,
-                 data_preprocessor: dict | None = None, init_cfg: dict | None = None) -> None:
+                 encoding_losses: dict[str, float] | None = None, data_preprocessor: dict | None = None,
+                 init_cfg: dict | None = None) -> None:
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         if loss not in ('ce', 'bce'):
             raise ValueError(f"loss must be 'ce' or 'bce'; got {loss!r}.")
@@ -39,6 +42,7 @@ class ImageClassifier(BaseModel):
         self.label_smoothing = label_smoothing
         self.loss = loss
         self.mixup = Mixup(**batch_augment) if batch_augment else None
+        self.encoding_losses = self.check_encoding_losses(dict(encoding_losses or {}))
         if head_bias_init is not None:
             head = self.backbone.get_classifier()
             # a two-layer head (create_vit's head_hidden_dim): the bias of its output layer, as LookHere's
@@ -73,6 +77,31 @@ class ImageClassifier(BaseModel):
             raise ValueError(f'Image {index} of the batch has label {int(label[index])}, outside 0..{num_classes - 1} '
                              f'(num_classes={num_classes}): fix the dataset, or build the model with more classes.')
 
+    def check_encoding_losses(self, weights: dict[str, float]) -> dict[str, float]:
+        """The weights, refused unless the backbone's encoding has every named regulariser and each weight is a
+        finite number >= 0."""
+        if not weights:
+            return weights
+        encoding = getattr(self.backbone, 'encoding', None)
+        available = tuple(getattr(encoding, 'loss_terms', ()))
+        unknown = sorted(set(weights) - set(available))
+        if unknown:
+            owner = type(encoding).__name__ if encoding is not None else 'This backbone'
+            raise ValueError(f'encoding_losses names {unknown}, which {owner} does not compute; its regularisers: '
+                             f'{", ".join(available) or "none"}.')
+        for name, weight in weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight >= 0 \
+                    or weight == float('inf'):
+                raise ValueError(f'encoding_losses[{name!r}] must be a finite weight >= 0; got {weight!r}.')
+        return {name: float(weight) for name, weight in weights.items()}
+
+    def with_encoding_losses(self, losses: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``losses`` and the weighted regularisers of the encoding, computed after this step's forward."""
+        if self.encoding_losses:
+            terms = self.backbone.encoding.training_losses(tuple(self.encoding_losses))
+            losses.update({f'loss_{name}': weight * terms[name] for name, weight in self.encoding_losses.items()})
+        return losses
+
     @staticmethod
     def plain_label(target: torch.Tensor | None) -> int | torch.Tensor | None:
         """A prediction's label: the class index of a hard label, the (num_classes,) answers of a multi-label one
@@ -100,10 +129,10 @@ class ImageClassifier(BaseModel):
             if self.mixup is not None:
                 self.check_labels(label, len(inputs), self.mixup.num_classes)
                 inputs, label = self.mixup(inputs, label)
-                return {'loss': self.loss_value(self.backbone(inputs), label)}
+                return self.with_encoding_losses({'loss': self.loss_value(self.backbone(inputs), label)})
             logits = self.backbone(inputs)
             self.check_labels(label, len(inputs), logits.shape[-1])
-            return {'loss': self.loss_value(logits, label)}
+            return self.with_encoding_losses({'loss': self.loss_value(logits, label)})
         logits = self.backbone(inputs)
         if mode == 'tensor':
             return logits
