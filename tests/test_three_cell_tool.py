@@ -4,10 +4,11 @@ arguments are refused naming the fix."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from vispe.cli.three_cell import main
+from vispe.cli.three_cell import main, run_config
 from vispe.reporting.three_cell import three_cell_table
 
 from .conftest import REPO_ROOT
@@ -29,13 +30,14 @@ def small_config(tmp_path):
 @pytest.mark.slow
 def test_trains_scores_and_writes_the_table_from_its_json(small_config, tmp_path) -> None:
     out = tmp_path / 'three_cell'
-    zoo_config = REPO_ROOT / 'configs/vit/vit-t4_sincos_fmnist-28.py'
-    arguments = ['--encodings', 'NoPE', 'LOOPE', '--from-configs', str(zoo_config),
+    zoo_configs = [str(REPO_ROOT / f'configs/vit/vit-t4_{name}_fmnist-28.py') for name in ('sincos', 'irpe-ctx')]
+    arguments = ['--encodings', 'NoPE', 'LOOPE', '--from-configs', *zoo_configs,
                  '--config', str(small_config), '--epochs', '2', '--seeds', '0', '1',
                  '--work-dir', str(tmp_path / 'runs'), '--out', str(out)]
     assert main(arguments) == 0
     document = json.loads(out.with_suffix('.json').read_text())
-    assert set(document['encodings']) == {'NoPE', 'LOOPE', 'sincos'}
+    assert set(document['encodings']) == {'NoPE', 'LOOPE', 'sincos', 'irpe-ctx'}
+    assert [member['type'] for member in document['encodings']['irpe-ctx']['encoding']] == ['LearnedAPE', 'iRPE']
     entry = document['encodings']['sincos']
     assert entry['encoding']['type'] == 'SinCos2D' and entry['seeds'] == [0, 1]
     for family in ('distance', 'orientation', 'area', 'vector_sum', 'average'):
@@ -48,6 +50,15 @@ def test_trains_scores_and_writes_the_table_from_its_json(small_config, tmp_path
     written = scores.stat().st_mtime_ns
     assert main(arguments) == 0                                  # finished runs are read back
     assert scores.stat().st_mtime_ns == written
+    with pytest.raises(SystemExit):                              # but not those of other settings
+        main([*arguments[:arguments.index('--epochs')], '--epochs', '3', *arguments[arguments.index('--seeds'):]])
+    assert scores.stat().st_mtime_ns == written
+
+
+def test_epochs_stretch_the_schedule() -> None:
+    cfg = run_config('vispe::three_cell/vit-t4_three-cell.py', dict(type='NoPE'), 3, Path('w'), 150)
+    assert cfg.train_cfg.max_epochs == 150 and cfg.param_scheduler[0]['end'] == 150
+    assert cfg.randomness['seed'] == 3 and cfg.model.backbone.encoding == dict(type='NoPE')
 
 
 def test_refusals(small_config, tmp_path, capsys) -> None:
@@ -57,3 +68,9 @@ def test_refusals(small_config, tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         main(['--out', str(tmp_path / 'x')])
     assert 'no encoding given' in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(['--encodings', 'NoPE', 'NoPE', '--out', str(tmp_path / 'x')])
+    assert 'names two runs' in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(['--encodings', 'KPE', '--config', str(small_config), '--out', str(tmp_path / 'x')])
+    assert 'does not build in the Three Cell model' in capsys.readouterr().err

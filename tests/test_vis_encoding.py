@@ -39,3 +39,10 @@ def test_tool_draws_absolute_relative_and_conditional_rows(repo_root, tmp_path) 
                              str(out)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert out.read_bytes()[:4] == b'\x89PNG'
+
+
+def test_an_embedding_that_reads_the_image_has_no_map_of_its_own() -> None:
+    encoding = vispe.build_encoding(dict(type='LOOPE'), embed_dim=16, grid_size=(4, 4), patch_size=8,
+                                    num_prefix_tokens=1, in_chans=3)
+    with pytest.raises(ValueError, match='depends on the image'):
+        embedding_similarity(encoding, (4, 4), 0, 16)

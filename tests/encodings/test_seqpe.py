@@ -110,7 +110,7 @@ def test_a_shifted_training_step_gives_each_image_one_of_the_shifted_grids() -> 
 
 def test_samplers() -> None:
     rng = random.Random(0)
-    pivots, candidates, nearest = contrastive_positions(16, 24, 2, 49, rng)
+    pivots, candidates, nearest = contrastive_positions(16, 24, 2, rng)
     assert pivots.shape == (16, 2) and candidates.shape == (16, 24, 2)
     assert bool(((candidates >= 0) & (candidates < 100)).all())
     for pivot, cells, index in zip(pivots, candidates, nearest):
@@ -154,3 +154,27 @@ def test_refusals() -> None:
         encoding.table(Positions((101, 4), num_prefix_tokens=1, patch_size=8))
     with pytest.raises(ValueError, match='distillation_cells=20 exceeds the 16 cells'):
         tiny_vit(distillation_cells=20)
+
+
+def test_shifted_grids_of_a_larger_training_grid_stay_inside_the_digits() -> None:
+    encoding = tiny_vit(shift_rate=1.0).encoding.train()
+    seen = []
+    original = encoding.embeddings
+    encoding.embeddings = lambda positions: seen.append(positions) or original(positions)
+    encoding.table(Positions((20, 20), num_prefix_tokens=1, patch_size=8))
+    assert int(seen[0].max()) <= 99 and encoding.last_step_shifted and encoding._teacher is None
+    unshifted = tiny_vit(shift_rate=0.0).encoding.train()
+    unshifted.table(Positions((4, 4), num_prefix_tokens=1, patch_size=8))
+    assert unshifted._teacher is not None and unshifted._teacher.shape == (16, 32)
+
+
+def test_options_that_cannot_work_are_refused_at_build_or_draw() -> None:
+    from vispe.encodings.seqpe.samplers import _insert_digit
+    with pytest.raises(ValueError, match='do not divide'):
+        vispe.create_vit('vit_tiny_patch16_224', img_size=32, patch_size=8, embed_dim=64, depth=1, num_heads=2,
+                         num_classes=5, encoding=dict(type='SeqPE', hidden_dim=384))
+    with pytest.raises(ValueError, match='max_digits'):
+        tiny_vit(max_digits=1)
+    with pytest.raises(ValueError, match='fit nowhere'):
+        distillation_positions(2, 4, (50, 50), 2, random.Random(0))
+    assert _insert_digit('31', 10 ** 4, 2, random.Random(0)) is None       # the reference's length check

@@ -17,8 +17,8 @@ bit   family       1 when
 
 Distance and orientation ask for relative position, area and vector sum for absolute position. The sampler is the
 supplement's: a mode is drawn among {equal distances, d(R, G) ≤ d(R, B), d(R, G) ≥ d(R, B)}, red uniformly, and green
-and blue at offsets from red drawn from the squared radii a² + b² ≤ 2(G − 1)² (two different offsets of one radius
-for the tie; two different radii otherwise), within ``max_attempts`` tries per red cell. Where the supplement is
+and blue at offsets from red drawn from the squared radii a² + b² ≤ 2(G − 1)² (two different offsets of one radius,
+drawn once per red cell, for the tie; two different radii otherwise), within ``max_attempts`` tries per red cell. Where the supplement is
 silent or its text and sampler disagree, vispe's choices (docs/tasks/three-cell.md): the two radii differ, 100
 attempts, and a collinear draw (Δ = 0, which the paper excludes but the sampler allows, ~4 % of draws) is redrawn
 whole.
@@ -76,9 +76,10 @@ def _try_red(rng: random.Random, grid: int, mode: int, max_attempts: int) -> tup
     groups = offsets_by_squared_radius(grid)
     keys = sorted(groups)
     red = (rng.randrange(grid), rng.randrange(grid))
+    tie_key = rng.choice(keys) if mode == 0 else None          # the tie's radius: one per red cell
     for _ in range(max_attempts):
         if mode == 0:
-            first, second = rng.sample(groups[rng.choice(keys)], 2)
+            first, second = rng.sample(groups[tie_key], 2)
         else:
             near, far = sorted(rng.sample(keys, 2))
             green_key, blue_key = (near, far) if mode == 1 else (far, near)

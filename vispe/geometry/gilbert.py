@@ -1,5 +1,6 @@
-"""The generalised Hilbert ("gilbert") curve of a rectangular grid (Červený, 2019): a path through every cell of any
-h×w grid in which consecutive cells are 4-neighbours, Hilbert's curve where both sides are the same power of two.
+"""The generalised Hilbert ("gilbert") curve of a rectangular grid: a path through every cell of any h×w grid in which
+consecutive cells are 4-neighbours, Hilbert's curve where both sides are the same power of two. The recursion is Jakub
+Červený's ``gilbert2d`` (github.com/jakubcerveny/gilbert, 2018, BSD-2-Clause), which LOOPE's authors use too.
 
 LOOPE (Chowdhury et al., 2025) orders a ViT's patches along it before a 1D sinusoidal encoding reads the order. The
 recursion follows the curve's definition: a strip one cell wide is walked straight; a rectangle more than 1.5 times

@@ -58,7 +58,7 @@ def plot_three_cell(document: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def write_three_cell_outputs(results: dict[str, list[dict[str, Any]]], out: Path, command: list[str],
+def write_three_cell_outputs(results: dict[str, list[dict[str, Any]]], out: Path, command: str,
                              config: str) -> list[Path]:
     """``out``.json (runs and summaries, command, config, date, commit), ``out``.md (the table) and ``out``.png."""
     from vispe.evaluation.sweep import write_json

@@ -15,8 +15,12 @@ def embedding_similarity(encoding: PositionEncoding, grid_size: Sequence[int], q
                          embed_dim: int) -> torch.Tensor:
     """Cosine similarity between the embedding added at patch ``query`` and at every patch, (h, w).
 
-    For encodings with a ``position_embedding`` (LearnedAPE, SinCos2D, FourierFeatures, ...).
+    For encodings with a ``position_embedding`` (LearnedAPE, SinCos2D, FourierFeatures, ...) that depends on the
+    positions alone (LOOPE's depends on the image too: refused).
     """
+    if 'pixels' in encoding.required_geometry():
+        raise ValueError(f'{type(encoding).__name__}\'s embedding depends on the image as well as the position, so it '
+                         f'has no map of its own; look at it in a model on images (vispe vis-attention).')
     pos = Positions(tuple(grid_size))
     encoding.prepare(pos)
     table = encoding.position_embedding(pos)

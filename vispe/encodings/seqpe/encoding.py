@@ -19,6 +19,7 @@ from vispe.geometry import Positions, grid_coords, to_2tuple
 from vispe.registry import ENCODINGS
 
 APPLY_MODES = ('attn_mul', 'add')
+PAPER_WIDTH = 384
 EXTRAPOLATIONS = ('extend', 'interpolate')
 
 
@@ -40,7 +41,8 @@ class SeqPE(PositionEncoding):
     In training, with probability ``shift_rate`` a step encodes ``shift_grids`` copies of the grid moved to starts
     drawn from a pool of ``shift_pool`` starts in [0, 10^max_digits − h] × [0, 10^max_digits − w] (drawn once, at
     build, from torch's generator), image b reading copy b mod ``shift_grids``: positions the training grid never
-    reaches get trained. Two regularisers, turned on by the classifier's ``encoding_losses``
+    reaches get trained (these draws make a compiled training forward break its graph; eval compiles whole). Two
+    regularisers, turned on by the classifier's ``encoding_losses``
     (:meth:`training_losses`): ``contrastive`` (embedding dot products ranking the nearest of K candidates first) and
     ``distillation`` (shifted windows' similarity structure pulled onto the training grid's; only after an unshifted
     step), :mod:`vispe.encodings.seqpe.samplers` and :mod:`~vispe.encodings.seqpe.losses`.
@@ -51,7 +53,7 @@ class SeqPE(PositionEncoding):
     Args:
         embed_dim, num_heads, head_dim, depth, grid_size, num_prefix_tokens: the ViT's (model facts).
         apply: ``'attn_mul'`` or ``'add'``.
-        hidden_dim: the sequential encoder's width (None: embed_dim; the paper: 384).
+        hidden_dim: the sequential encoder's width (None: 384, the paper's, or embed_dim if narrower).
         encoder_depth: its blocks (2).
         max_digits: digits per coordinate (2: positions up to 99).
         dropout: its residual dropout (0.1; the paper's ViT-B: 0.3).
@@ -71,9 +73,10 @@ class SeqPE(PositionEncoding):
         **model_facts('embed_dim', 'num_heads', 'head_dim', 'depth', 'grid_size', 'num_prefix_tokens'),
         'apply': Option(str, choices=APPLY_MODES, doc="How the embedding enters: 'attn_mul' (per-layer maps multiply "
                                                       "queries and keys; the paper) or 'add' (added to the tokens)."),
-        'hidden_dim': Option(int, ge=1, optional=True, doc='The sequential encoder\'s width; None takes embed_dim.'),
+        'hidden_dim': Option(int, ge=1, optional=True, doc='The sequential encoder\'s width; None: 384 (the paper\'s, '
+                                                           'ViT-S and ViT-B) or embed_dim if narrower.'),
         'encoder_depth': Option(int, ge=1, doc='Blocks of the sequential encoder (2).'),
-        'max_digits': Option(int, ge=1, le=6, doc='Digits per coordinate (2: up to 99 cells a side); it shapes the '
+        'max_digits': Option(int, ge=2, le=6, doc='Digits per coordinate (2: up to 99 cells a side); it shapes the '
                                                   'encoder\'s index table.'),
         'dropout': Option(float, ge=0, lt=1, doc='Residual dropout of the sequential encoder (0.1).'),
         'shift_rate': Option(float, ge=0, le=1, doc='Share of training steps that encode shifted grids (0.1).'),
@@ -112,10 +115,14 @@ class SeqPE(PositionEncoding):
         self.contrastive_pivots, self.contrastive_candidates = contrastive_pivots, contrastive_candidates
         self.distillation_windows, self.distillation_cells = distillation_windows, distillation_cells
         self.extrapolation = extrapolation
-        hidden_dim = embed_dim if hidden_dim is None else hidden_dim
+        hidden_dim = min(PAPER_WIDTH, embed_dim) if hidden_dim is None else hidden_dim
         self.encoder = SequentialPositionEncoder(2, max_digits, hidden_dim, embed_dim, depth=encoder_depth,
                                                  dropout=dropout)
-        self.loss_heads = self.encoder.blocks[0].num_heads if encoder_depth else 1
+        self.loss_heads = self.encoder.blocks[0].num_heads
+        if embed_dim % self.loss_heads:
+            raise ValueError(f'SeqPE\'s distillation loss splits the C={embed_dim} embeddings into the encoder\'s '
+                             f'{self.loss_heads} heads (hidden_dim={hidden_dim} / 64); they do not divide. Choose a '
+                             f'hidden_dim whose heads divide embed_dim.')
         self.prefix_embed = nn.Parameter(torch.zeros(1, num_prefix_tokens, embed_dim))
         trunc_normal_(self.prefix_embed, std=.02)
         self.modulators = nn.ModuleList(nn.Linear(embed_dim, 2 * embed_dim) for _ in range(depth)) \
@@ -124,10 +131,11 @@ class SeqPE(PositionEncoding):
             for layer in self.modulators:
                 trunc_normal_(layer.weight, std=.02)
                 nn.init.zeros_(layer.bias)
-        extent = 10 ** max_digits
-        starts = torch.stack([torch.randint(0, extent - side + 1, (shift_pool,)) for side in self.grid_size], -1)
-        self.register_buffer('shift_starts', starts, persistent=False)
+        rows, cols = (10 ** max_digits - side + 1 for side in self.grid_size)
+        chosen = torch.randperm(rows * cols)[:shift_pool]
+        self.register_buffer('shift_starts', torch.stack([chosen // cols, chosen % cols], -1), persistent=False)
         self.last_step_shifted = False
+        self._teacher: torch.Tensor | None = None
 
     @property
     def active_hooks(self) -> frozenset[str]:
@@ -142,10 +150,12 @@ class SeqPE(PositionEncoding):
         """(S, N, C): this forward's embeddings of the grid (S shifted copies in a shifted training step)."""
         grid = pos.grid_size
         cells = grid_coords(grid, device=pos.device).long()
-        self.last_step_shifted = False
+        self.last_step_shifted, self._teacher = False, None
         if self.training and self.shift_rate > 0 and float(torch.rand(())) < self.shift_rate:
+            check_positions_fit(max(grid) - 1, self.max_digits, 'SeqPE')
             first = int(torch.randint(0, max(1, len(self.shift_starts) - self.shift_grids + 1), ()))
             starts = self.shift_starts[first:first + self.shift_grids].to(pos.device)
+            starts = torch.minimum(starts, starts.new_tensor([10 ** self.max_digits - side for side in grid]))
             self.last_step_shifted = True
             return self.embeddings(starts[:, None] + cells)
         if tuple(grid) != self.grid_size and self.extrapolation == 'interpolate' and not self.training:
@@ -154,7 +164,10 @@ class SeqPE(PositionEncoding):
             resized = F.interpolate(table, size=tuple(grid), mode='bicubic', align_corners=False)
             return resized.flatten(2).transpose(1, 2)
         check_positions_fit(max(grid) - 1, self.max_digits, 'SeqPE')
-        return self.embeddings(cells)[None]
+        table = self.embeddings(cells)[None]
+        if self.training and tuple(grid) == self.grid_size:
+            self._teacher = table[0].detach()
+        return table
 
     def table(self, pos: Positions) -> torch.Tensor:
         """(S, prefix + N, C): the prefix vectors and the grid's embeddings, built once per forward."""
@@ -189,21 +202,24 @@ class SeqPE(PositionEncoding):
                              "in cross-attention use apply='add'.")
         if layer_idx >= len(self.modulators):
             raise IndexError(f'SeqPE has modulators for {len(self.modulators)} layers; layer {layer_idx} asked.')
-        table = self.per_image(self.table(pos_q), len(q)).to(q.dtype)
-        modulators = self.modulators[layer_idx](table).unflatten(-1, (2, self.num_heads, self.head_dim))
-        scale_q, scale_k = modulators.permute(2, 0, 3, 1, 4)                 # (B|1, heads, prefix + N, d) each
+        modulators = self.modulators[layer_idx](self.table(pos_q)).unflatten(-1, (2, self.num_heads, self.head_dim))
+        scales = self.per_image(modulators, len(q)).to(q.dtype)
+        scale_q, scale_k = scales.permute(2, 0, 3, 1, 4)                     # (B|1, heads, prefix + N, d) each
         return q * scale_q, k * scale_k
 
     def training_losses(self, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
         """The regularisers named (``contrastive``, ``distillation``), unweighted, from positions drawn with a
-        generator seeded by torch's; distillation is 0 after a shifted step (as the reference, which skips it)."""
-        rng = random.Random(int(torch.randint(0, 2 ** 62, ())))
+        generator seeded by torch's (and the process's rank, so that each process draws its own, as the reference
+        seeds its samplers per rank); distillation is 0 after a shifted step (as the reference, which skips it), and
+        its teachers are the training grid's embeddings of the step's forward (detached)."""
+        rank = torch.distributed.get_rank() if torch.distributed.is_available() and \
+            torch.distributed.is_initialized() else 0
+        rng = random.Random(int(torch.randint(0, 2 ** 62, ())) + rank)
         device = self.prefix_embed.device
         losses = {}
         if 'contrastive' in names:
-            pivots, candidates, nearest = contrastive_positions(
-                self.contrastive_pivots, self.contrastive_candidates, self.max_digits,
-                self.grid_size[0] * self.grid_size[1], rng)
+            pivots, candidates, nearest = contrastive_positions(self.contrastive_pivots, self.contrastive_candidates,
+                                                                self.max_digits, rng)
             embedded = self.embeddings(torch.cat([pivots[:, None], candidates], 1).to(device))
             losses['contrastive'] = contrastive_loss(embedded[:, 0], embedded[:, 1:], nearest.to(device))
         if 'distillation' in names:
@@ -212,7 +228,9 @@ class SeqPE(PositionEncoding):
             else:
                 students, teachers = distillation_positions(self.distillation_windows, self.distillation_cells,
                                                             self.grid_size, self.max_digits, rng)
-                grid = self.embeddings(grid_coords(self.grid_size, device=device).long())
+                grid = self._teacher
+                if grid is None:
+                    grid = self.embeddings(grid_coords(self.grid_size, device=device).long()).detach()
                 losses['distillation'] = distillation_loss(self.embeddings(students.to(device)),
                                                            grid[teachers.to(device)], self.loss_heads)
         return losses

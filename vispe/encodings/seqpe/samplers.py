@@ -22,9 +22,11 @@ import torch
 
 HARD_NEGATIVE_SHARE = 0.2        # of the K candidates, tries at hard negatives
 MODE_SHARES = (0.5, 0.8)         # u below 0.5: uniform only; below 0.8: hard negatives; else a window
+WINDOW_SIDE = 14                 # the window's least side (the reference's fixed range of 196 cells)
 
 
 def _insert_digit(digits: str, limit: int, max_length: int, rng: random.Random) -> str | None:
+    """A random digit inserted (not a leading zero), or None at ``max_length`` digits or at ``limit``."""
     if len(digits) == max_length:
         return None
     where = rng.randint(0, len(digits))
@@ -33,6 +35,7 @@ def _insert_digit(digits: str, limit: int, max_length: int, rng: random.Random) 
 
 
 def _delete_digit(digits: str, limit: int, max_length: int, rng: random.Random) -> str | None:
+    """One digit removed (never leaving a leading zero), or None for a single digit."""
     if len(digits) == 1:
         return None
     where = rng.randint(0, len(digits) - 1)
@@ -42,6 +45,7 @@ def _delete_digit(digits: str, limit: int, max_length: int, rng: random.Random) 
 
 
 def _swap_digits(digits: str, limit: int, max_length: int, rng: random.Random) -> str | None:
+    """Two digits exchanged (no leading zero, a change), within 11 tries; None otherwise or at ``limit``."""
     if len(digits) == 1 or (len(digits) == 2 and (digits[1] == '0' or digits[0] == digits[1])):
         return None
     for _ in range(11):
@@ -55,6 +59,7 @@ def _swap_digits(digits: str, limit: int, max_length: int, rng: random.Random) -
 
 
 def _substitute_digit(digits: str, limit: int, max_length: int, rng: random.Random) -> str | None:
+    """One digit replaced by another (not a leading zero), or None at ``limit``."""
     while True:
         where, value = rng.randint(0, len(digits) - 1), rng.randint(0, 9)
         if not (where == 0 and value == 0) and str(value) != digits[where]:
@@ -68,10 +73,12 @@ EDITS = (_insert_digit, _swap_digits, _substitute_digit, _delete_digit)
 
 def hard_negative(pivot: tuple[int, int], max_digits: int, rng: random.Random) -> tuple[int, int]:
     """A position whose digits are 1–3 edits (insert, swap, substitute, delete) from the pivot's, its coordinates
-    written one after the other without padding ((3, 12) -> "312"), cut back into two coordinates at a random
-    place that leaves each at most ``max_digits`` digits (a one-digit result gets a zero before or after it)."""
-    start = ''.join(str(value) for value in pivot)
-    limit, max_length = 10 ** (2 * max_digits), 2 * max_digits
+    written one after the other without padding, as one number ((3, 12) -> "312", (0, 12) -> "12"), cut back into
+    two coordinates at a random place that leaves each at most ``max_digits`` digits (a one-digit result gets a zero
+    before or after it). As the reference, an insertion is refused once the number has ``max_digits`` digits (its
+    check compares the concatenated length with one coordinate's)."""
+    start = str(int(''.join(str(value) for value in pivot)))
+    limit, max_length = 10 ** (2 * max_digits), max_digits
     edits, digits = rng.randint(1, 3), start
     done = 0
     while done != edits:
@@ -88,7 +95,9 @@ def hard_negative(pivot: tuple[int, int], max_digits: int, rng: random.Random) -
 
 
 def window_positions(extent: int, side: int, count: int, rng: random.Random) -> list[tuple[int, int]]:
-    """``count`` distinct cells of a side×side window at a uniform random start in [0, extent − side)²."""
+    """``count`` distinct cells of a side×side window (side at most ``extent``) at a uniform random start in
+    [0, extent − side)²."""
+    side = min(side, extent)
     row, col = int((extent - side) * rng.uniform(0, 1)), int((extent - side) * rng.uniform(0, 1))
     cells = [(r, c) for r in range(row, min(row + side, extent)) for c in range(col, min(col + side, extent))]
     return cells if len(cells) < count else rng.sample(cells, count)
@@ -98,13 +107,16 @@ def squared_distance(a: tuple[int, int], b: tuple[int, int]) -> int:
     return (a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2
 
 
-def contrastive_positions(num_pivots: int, num_candidates: int, max_digits: int, grid_cells: int,
+def contrastive_positions(num_pivots: int, num_candidates: int, max_digits: int,
                           rng: random.Random) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Pivots (P, 2), candidates (P, K, 2) and the index of each pivot's nearest candidate (P,), int64 (module
-    docstring). ``grid_cells``: the training grid's cell count (the window's side is at least its square root)."""
+    """Pivots (P, 2), candidates (P, K, 2) and the index of each pivot's nearest candidate (P,), int64, all in
+    [0, 10^max_digits)² (module docstring)."""
     extent = 10 ** max_digits
+    if num_candidates + 1 > extent * extent:
+        raise ValueError(f'{num_candidates} contrastive candidates need more than the {extent * extent} positions of '
+                         f'max_digits={max_digits}; choose fewer candidates or more digits.')
     hard_tries = int(num_candidates * HARD_NEGATIVE_SHARE)
-    side = max(math.isqrt(grid_cells), math.isqrt(5 * num_candidates))
+    side = max(WINDOW_SIDE, math.isqrt(5 * num_candidates))
     pivots, candidates = [], []
     for _ in range(num_pivots):
         pivot = (rng.randrange(extent), rng.randrange(extent))
@@ -131,6 +143,10 @@ def distillation_positions(num_windows: int, num_cells: int, grid_size: tuple[in
     the flat index r·w + c of the same cell in the training grid (module docstring)."""
     height, width = grid_size
     extent = 10 ** max_digits
+    if not (extent - height > height or extent - width > width) or min(extent - height, extent - width) < 1:
+        raise ValueError(f'Distillation windows of the {height}×{width} training grid fit nowhere outside its corner '
+                         f'within {extent} positions a side (max_digits={max_digits}); build SeqPE with more '
+                         f'max_digits or leave the distillation loss off.')
     starts = []
     while len(starts) < num_windows:
         start = (rng.randrange(extent - height), rng.randrange(extent - width))
