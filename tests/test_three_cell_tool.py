@@ -28,15 +28,19 @@ def small_config(tmp_path):
 
 
 @pytest.mark.slow
-def test_trains_scores_and_writes_the_table_from_its_json(small_config, tmp_path) -> None:
+def test_trains_scores_and_writes_the_table_from_its_json(small_config, tmp_path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO_ROOT / 'tests' / 'plugins' / 'vispe_example_plugin'))
+    plugin = str(REPO_ROOT / 'tests' / 'plugins' / 'configs' / 'vit_factorized_ape.py')
     out = tmp_path / 'three_cell'
-    zoo_configs = [str(REPO_ROOT / f'configs/vit/vit-t4_{name}_fmnist-28.py') for name in ('sincos', 'irpe-ctx')]
-    arguments = ['--encodings', 'NoPE', 'LOOPE', '--from-configs', *zoo_configs,
+    zoo_configs = [str(REPO_ROOT / f'configs/vit/vit-t4_{name}_fmnist-28.py') for name in ('sincos', 'irpe-ctx', 'seqpe')]
+    arguments = ['--encodings', 'NoPE', 'LOOPE', '--from-configs', *zoo_configs, plugin,
                  '--config', str(small_config), '--epochs', '2', '--seeds', '0', '1',
                  '--work-dir', str(tmp_path / 'runs'), '--out', str(out)]
     assert main(arguments) == 0
     document = json.loads(out.with_suffix('.json').read_text())
-    assert set(document['encodings']) == {'NoPE', 'LOOPE', 'sincos', 'irpe-ctx'}
+    assert set(document['encodings']) == {'NoPE', 'LOOPE', 'sincos', 'irpe-ctx', 'seqpe', 'vit_factorized_ape'}
+    assert document['encodings']['seqpe']['runs'][0]['settings']['encoding_losses'] == dict(contrastive=0.1,
+                                                                                            distillation=0.1)
     assert [member['type'] for member in document['encodings']['irpe-ctx']['encoding']] == ['LearnedAPE', 'iRPE']
     entry = document['encodings']['sincos']
     assert entry['encoding']['type'] == 'SinCos2D' and entry['seeds'] == [0, 1]
@@ -56,9 +60,11 @@ def test_trains_scores_and_writes_the_table_from_its_json(small_config, tmp_path
 
 
 def test_epochs_stretch_the_schedule() -> None:
-    cfg = run_config('vispe::three_cell/vit-t4_three-cell.py', dict(type='NoPE'), 3, Path('w'), 150)
+    run = dict(encoding=dict(type='SeqPE'), encoding_losses=dict(contrastive=0.1), imports=[])
+    cfg = run_config('vispe::three_cell/vit-t4_three-cell.py', run, 3, Path('w'), 150)
     assert cfg.train_cfg.max_epochs == 150 and cfg.param_scheduler[0]['end'] == 150
-    assert cfg.randomness['seed'] == 3 and cfg.model.backbone.encoding == dict(type='NoPE')
+    assert cfg.randomness['seed'] == 3 and cfg.model.backbone.encoding == dict(type='SeqPE')
+    assert cfg.model.encoding_losses == dict(contrastive=0.1)
 
 
 def test_refusals(small_config, tmp_path, capsys) -> None:

@@ -56,3 +56,14 @@ def test_every_hook_an_encoding_lists_changes_the_logits(config) -> None:
             without = vit(images)
         delattr(vit.encoding, hook)
         assert not torch.equal(logits, without), hook
+
+
+def test_no_option_shadows_an_nn_module_member() -> None:
+    """An option is kept as an attribute of the same name: one named like an nn.Module member (``apply``, ``train``,
+    ``to``, ...) would replace it and break the model's own calls."""
+    from torch import nn
+
+    from vispe.encodings.builder import registered_encodings
+    for name, cls in registered_encodings().items():
+        shadowed = sorted(option for option in cls.options if hasattr(nn.Module, option))
+        assert not shadowed, f'{name} declares options named like nn.Module members: {shadowed}'

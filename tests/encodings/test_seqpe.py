@@ -85,7 +85,7 @@ def test_attn_mul_multiplies_queries_and_keys_by_each_layers_maps() -> None:
 
 
 def test_add_mode_adds_the_table_to_the_tokens() -> None:
-    encoding = tiny_vit(apply='add').encoding.eval()
+    encoding = tiny_vit(method='add').encoding.eval()
     pos = Positions((4, 4), num_prefix_tokens=1, patch_size=8)
     x = torch.randn(2, 17, 32)
     torch.testing.assert_close(encoding.embed(x, pos), x + encoding.table(pos))
@@ -178,3 +178,12 @@ def test_options_that_cannot_work_are_refused_at_build_or_draw() -> None:
     with pytest.raises(ValueError, match='fit nowhere'):
         distillation_positions(2, 4, (50, 50), 2, random.Random(0))
     assert _insert_digit('31', 10 ** 4, 2, random.Random(0)) is None       # the reference's length check
+
+
+def test_module_methods_are_not_shadowed_by_options() -> None:
+    """An option named like an nn.Module method (SeqPE's first name for ``method`` was ``apply``) broke
+    ``model.apply(fn)``, which mmengine's and timm's initialisers call."""
+    model = tiny_vit(method='add')
+    visited = []
+    model.apply(visited.append)
+    assert model.encoding in visited

@@ -4,8 +4,8 @@ test split at the best validation average, and write a table, a plot and the JSO
     vispe three-cell --from-configs configs/vit/vit-t4_*_fmnist-28.py --seeds 0 1 --out models/three_cell
     vispe three-cell --encodings NoPE SinCos2D LOOPE --seeds 0
 
-``--from-configs`` takes the encoding of each config (the zoo's settings, stacks and plugins' configs included;
-labelled by the config's name); ``--encodings`` builds registered encodings (plugins too) with their defaults. Every
+``--from-configs`` takes the encoding of each config (the zoo's settings, stacks, and plugins' through the config's
+``custom_imports``; labelled by the config's name); ``--encodings`` builds registered encodings (plugins too) with their defaults. Every
 run trains ``--config`` (default the packaged vispe::three_cell/vit-t4_three-cell.py) in
 ``--work-dir/<label>_s<seed>``; a run whose work dir holds a ``scores.json`` of the same config, encoding and epochs
 is read, not trained again (one of other settings is refused). Outputs: ``OUT.json`` (every seed's scores, mean ±
@@ -42,30 +42,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def encoding_of(config: Path) -> dict[str, Any] | list:
-    """``model.backbone.encoding`` of a classifier config: a config dict with a type, or a list (a stack)."""
+def encoding_of(config: Path) -> dict[str, Any]:
+    """The encoding of a model config, ``model.backbone.encoding`` (a classifier) or ``model.encoding`` (a ViT): a config
+    dict with a type, or a list (a stack); the weights of its regularisers, ``model.encoding_losses`` (SeqPE's); and
+    its ``custom_imports`` (a plugin's module, imported here): ``dict(encoding=..., encoding_losses=..., imports=...)``.
+    """
     from vispe.engine.runner import load_config
-    encoding = load_config(config).get('model', {}).get('backbone', {}).get('encoding')
+    cfg = load_config(config)
+    model = cfg.get('model', {})
+    encoding = model.get('backbone', {}).get('encoding') or model.get('encoding')
+    found = dict(encoding_losses=dict(model.get('encoding_losses') or {}),
+                 imports=list((cfg.get('custom_imports') or {}).get('imports', [])))
     if isinstance(encoding, dict) and 'type' in encoding:
-        return dict(encoding)
+        return dict(encoding=dict(encoding), **found)
     if isinstance(encoding, (list, tuple)) and encoding:
-        return [dict(member) for member in encoding]
-    raise InvalidArgument('--from-configs', config, 'has no model.backbone.encoding (a dict with a type, or a list)',
-                          'give classifier configs such as configs/vit/vit-t4_*_fmnist-28.py')
+        return dict(encoding=[dict(member) for member in encoding], **found)
+    raise InvalidArgument('--from-configs', config, 'has no model.backbone.encoding or model.encoding (a dict with a '
+                          'type, or a list)', 'give model configs such as configs/vit/vit-t4_*_fmnist-28.py')
 
 
 def config_label(config: Path) -> str:
-    """The encoding part of a zoo config's name (``vit-t4_rope-axial_fmnist-28.py`` -> ``rope-axial``)."""
+    """The encoding part of a zoo-style config name, ``<model>_<encoding>_<data>`` with a size in the model and data
+    parts (``vit-t4_rope-axial_fmnist-28.py`` -> ``rope-axial``); any other config's own name."""
     parts = config.stem.split('_')
-    return parts[1] if len(parts) == 3 else config.stem
+    if len(parts) == 3 and '-' in parts[0] and '-' in parts[2]:
+        return parts[1]
+    return config.stem
 
 
-def run_config(config: str, encoding: Any, seed: int, work_dir: Path, epochs: int | None) -> Config:
-    """``config`` with ``encoding``, ``seed``, ``work_dir`` and, given ``epochs``, the schedule stretched to them
-    (every scheduler that ended with training ends with the new count)."""
+def run_config(config: str, run: dict[str, Any], seed: int, work_dir: Path, epochs: int | None) -> Config:
+    """``config`` with the run's encoding and regulariser weights, ``seed``, ``work_dir`` and, given ``epochs``, the
+    schedule stretched to them (every scheduler that ended with training ends with the new count)."""
     from vispe.engine.runner import load_config
     cfg = load_config(config, work_dir=work_dir)
-    cfg.model.backbone.encoding = encoding
+    cfg.model.backbone.encoding = run['encoding']
+    if run['encoding_losses']:
+        cfg.model.encoding_losses = run['encoding_losses']
+    if run['imports']:
+        cfg.custom_imports = dict(imports=run['imports'], allow_failed_imports=False)
     cfg.randomness = dict(seed=seed, deterministic=False)
     # mmengine keeps a run's state (the best score so far) under its experiment name, by default a timestamp that two
     # runs of one process may share
@@ -80,15 +94,15 @@ def run_config(config: str, encoding: Any, seed: int, work_dir: Path, epochs: in
     return cfg
 
 
-def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[tuple[str, Any]]]:
-    """The command line and the (label, encoding config) pairs, refused with a message naming the argument: unknown
+def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[tuple[str, dict[str, Any]]]]:
+    """The command line and the (label, run) pairs (a run: its encoding config and regulariser weights), refused with a message naming the argument: unknown
     or unusable encodings (each is built into the config's model first), repeated labels or seeds, bad epochs."""
     from vispe.configs import UnknownConfigError, resolve_config
     from vispe.encodings.builder import registered_encodings
     from vispe.registry import MODELS
     parser = build_parser()
     args = parser.parse_args(argv)
-    runs: list[tuple[str, Any]] = []
+    runs: list[tuple[str, dict[str, Any]]] = []
     with reported_by(parser):
         try:
             if not resolve_config(args.config).is_file():
@@ -100,7 +114,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
             if name not in known:
                 from vispe.registry import unknown_type_message
                 parser.error(f'--encodings: {unknown_type_message("encoding", name, sorted(known))}')
-            runs.append((name, dict(type=name)))
+            runs.append((name, dict(encoding=dict(type=name), encoding_losses={}, imports=[])))
         for config in args.from_configs:
             if not config.is_file():
                 raise InvalidArgument('--from-configs', config, 'is not a file', 'give classifier config files')
@@ -117,8 +131,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
             raise InvalidArgument('--seeds', args.seeds, 'repeats a seed', 'give each seed once')
         if args.epochs is not None and args.epochs < 1:
             raise InvalidArgument('--epochs', args.epochs, 'is below 1', 'give a whole number of epochs >= 1')
-        for label, encoding in runs:
-            cfg = run_config(args.config, encoding, args.seeds[0], args.work_dir / label, args.epochs)
+        for label, run in runs:
+            cfg = run_config(args.config, run, args.seeds[0], args.work_dir / label, args.epochs)
             try:
                 MODELS.build(cfg.model)
             except (ValueError, TypeError, KeyError) as error:
@@ -127,15 +141,15 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
     return args, runs
 
 
-def train_and_score(config: str, encoding: Any, seed: int, work_dir: Path, epochs: int | None) -> dict[str, Any]:
-    """Train ``config`` with ``encoding`` and ``seed`` in ``work_dir`` and score the test split with its best
+def train_and_score(config: str, run: dict[str, Any], seed: int, work_dir: Path, epochs: int | None) -> dict[str, Any]:
+    """Train ``config`` with the run's encoding (and regularisers) and ``seed`` in ``work_dir`` and score the test split with its best
     validation checkpoint; the scores are written to ``work_dir/scores.json`` with the settings, and read from
     there next time when the settings are the same."""
     from vispe import serialization
     from vispe.engine.runner import build_runner
     from vispe.evaluation.sweep import write_json
     from vispe.files import write_atomically
-    settings = json.loads(json.dumps(dict(config=str(config), encoding=encoding, seed=seed, epochs=epochs)))
+    settings = json.loads(json.dumps(dict(config=str(config), **run, seed=seed, epochs=epochs)))
     done = work_dir / 'scores.json'
     if done.is_file():
         result = json.loads(done.read_text())
@@ -143,13 +157,13 @@ def train_and_score(config: str, encoding: Any, seed: int, work_dir: Path, epoch
             raise InvalidArgument('--work-dir', work_dir, f'holds a finished run of other settings '
                                   f'({result.get("settings")})', 'use another --work-dir, or remove that run')
         return result
-    runner = build_runner(run_config(config, encoding, seed, work_dir, epochs))
+    runner = build_runner(run_config(config, run, seed, work_dir, epochs))
     runner.train()
     best = serialization.load(work_dir / 'best.pth', map_location='cpu')
     runner.model.load_state_dict(best['state_dict'])
     metrics = runner.test()
     scores = {name: float(metrics[f'three_cell/{name}']) for name in COLUMNS}
-    result = dict(scores=scores, best_epoch=int(best['meta']['epoch']), encoding=encoding, seed=seed,
+    result = dict(scores=scores, best_epoch=int(best['meta']['epoch']), encoding=run['encoding'], seed=seed,
                   settings=settings)
     write_atomically(done, lambda temporary: write_json(temporary, result))
     return result
@@ -160,10 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vispe.reporting.three_cell import write_three_cell_outputs
     results = {}
     with reported_by(build_parser()):
-        for label, encoding in runs:
+        for label, run in runs:
             for seed in args.seeds:
                 results.setdefault(label, []).append(
-                    train_and_score(args.config, encoding, seed, args.work_dir / f'{label}_s{seed}', args.epochs))
+                    train_and_score(args.config, run, seed, args.work_dir / f'{label}_s{seed}', args.epochs))
     paths = write_three_cell_outputs(results, args.out, command=recorded_command('three-cell', argv),
                                      config=str(args.config))
     print('\n'.join(str(path) for path in paths))

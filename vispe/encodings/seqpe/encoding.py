@@ -30,7 +30,7 @@ class SeqPE(PositionEncoding):
 
     Patch (i, j) is written as the digits of i and then of j, each left-padded to ``max_digits``; a small causal
     transformer (:class:`~vispe.encodings.seqpe.encoder.SequentialPositionEncoder`) turns the digits into an
-    embedding e(i, j) of the token width C, once per forward for the whole grid. How it enters the ViT (``apply``):
+    embedding e(i, j) of the token width C, once per forward for the whole grid. How it enters the ViT (``method``):
 
     - ``'attn_mul'`` (the paper's ImageNet recipe): every layer l has its own linear map
       ``[m_q, m_k] = W_l e + b_l`` (C -> 2C), split into heads, and multiplies queries and keys elementwise,
@@ -52,7 +52,7 @@ class SeqPE(PositionEncoding):
 
     Args:
         embed_dim, num_heads, head_dim, depth, grid_size, num_prefix_tokens: the ViT's (model facts).
-        apply: ``'attn_mul'`` or ``'add'``.
+        method: ``'attn_mul'`` or ``'add'``.
         hidden_dim: the sequential encoder's width (None: 384, the paper's, or embed_dim if narrower).
         encoder_depth: its blocks (2).
         max_digits: digits per coordinate (2: positions up to 99).
@@ -68,10 +68,10 @@ class SeqPE(PositionEncoding):
     family: ClassVar[str] = 'sequential'
     paper: ClassVar[str] = 'Li et al., 2025 (SeqPE); ghrua/seqpe'
     loss_terms: ClassVar[tuple[str, ...]] = ('contrastive', 'distillation')
-    examples: ClassVar[tuple[dict, ...]] = ({}, {'apply': 'add'})
+    examples: ClassVar[tuple[dict, ...]] = ({}, {'method': 'add'})
     options: ClassVar[dict[str, Option]] = {
         **model_facts('embed_dim', 'num_heads', 'head_dim', 'depth', 'grid_size', 'num_prefix_tokens'),
-        'apply': Option(str, choices=APPLY_MODES, doc="How the embedding enters: 'attn_mul' (per-layer maps multiply "
+        'method': Option(str, choices=APPLY_MODES, doc="How the embedding enters: 'attn_mul' (per-layer maps multiply "
                                                       "queries and keys; the paper) or 'add' (added to the tokens)."),
         'hidden_dim': Option(int, ge=1, optional=True, doc='The sequential encoder\'s width; None: 384 (the paper\'s, '
                                                            'ViT-S and ViT-B) or embed_dim if narrower.'),
@@ -93,7 +93,7 @@ class SeqPE(PositionEncoding):
     }
 
     def __init__(self, embed_dim: int, num_heads: int, head_dim: int, depth: int, grid_size: int | tuple[int, int],
-                 num_prefix_tokens: int = 1, apply: str = 'attn_mul', hidden_dim: int | None = None,
+                 num_prefix_tokens: int = 1, method: str = 'attn_mul', hidden_dim: int | None = None,
                  encoder_depth: int = 2, max_digits: int = 2, dropout: float = 0.1, shift_rate: float = 0.1,
                  shift_grids: int = 32, shift_pool: int = 320, contrastive_pivots: int = 32,
                  contrastive_candidates: int = 64, distillation_windows: int = 32,
@@ -101,16 +101,16 @@ class SeqPE(PositionEncoding):
         super().__init__()
         self.grid_size = to_2tuple(grid_size)
         check_positions_fit(max(self.grid_size) - 1, max_digits, 'SeqPE')
-        if apply == 'attn_mul' and num_heads * head_dim != embed_dim:
-            raise ValueError(f"SeqPE apply='attn_mul' splits the C={embed_dim} modulators into {num_heads} heads of "
-                             f"{head_dim}; they do not add up. Use apply='add' for this model.")
+        if method == 'attn_mul' and num_heads * head_dim != embed_dim:
+            raise ValueError(f"SeqPE method='attn_mul' splits the C={embed_dim} modulators into {num_heads} heads of "
+                             f"{head_dim}; they do not add up. Use method='add' for this model.")
         cells = self.grid_size[0] * self.grid_size[1]
         distillation_cells = min(64, cells) if distillation_cells is None else distillation_cells
         if distillation_cells > cells:
             raise ValueError(f'SeqPE distillation_cells={distillation_cells} exceeds the {cells} cells of the '
                              f'training grid {self.grid_size}; choose at most {cells}.')
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, head_dim
-        self.num_prefix_tokens, self.apply, self.max_digits = num_prefix_tokens, apply, max_digits
+        self.num_prefix_tokens, self.method, self.max_digits = num_prefix_tokens, method, max_digits
         self.shift_rate, self.shift_grids = shift_rate, shift_grids
         self.contrastive_pivots, self.contrastive_candidates = contrastive_pivots, contrastive_candidates
         self.distillation_windows, self.distillation_cells = distillation_windows, distillation_cells
@@ -126,7 +126,7 @@ class SeqPE(PositionEncoding):
         self.prefix_embed = nn.Parameter(torch.zeros(1, num_prefix_tokens, embed_dim))
         trunc_normal_(self.prefix_embed, std=.02)
         self.modulators = nn.ModuleList(nn.Linear(embed_dim, 2 * embed_dim) for _ in range(depth)) \
-            if apply == 'attn_mul' else None
+            if method == 'attn_mul' else None
         if self.modulators is not None:
             for layer in self.modulators:
                 trunc_normal_(layer.weight, std=.02)
@@ -139,7 +139,7 @@ class SeqPE(PositionEncoding):
 
     @property
     def active_hooks(self) -> frozenset[str]:
-        return frozenset({'rotate'} if self.apply == 'attn_mul' else {'embed'})
+        return frozenset({'rotate'} if self.method == 'attn_mul' else {'embed'})
 
     def embeddings(self, positions: torch.Tensor) -> torch.Tensor:
         """(..., 2) integer (row, col) positions -> (..., C) embeddings."""
@@ -188,18 +188,18 @@ class SeqPE(PositionEncoding):
         return table[torch.arange(batch, device=table.device) % len(table)]
 
     def embed(self, x: torch.Tensor, pos: Positions) -> torch.Tensor:
-        if self.apply != 'add':
+        if self.method != 'add':
             return x
         pos.check_tokens(x.shape[0], x.shape[1], 'SeqPE')
         return x + self.per_image(self.table(pos), len(x)).to(x.dtype)
 
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.apply != 'attn_mul':
+        if self.method != 'attn_mul':
             return q, k
         if pos_k is not pos_q:
-            raise ValueError("SeqPE apply='attn_mul' modulates the queries and keys of one token set (self-attention); "
-                             "in cross-attention use apply='add'.")
+            raise ValueError("SeqPE method='attn_mul' modulates the queries and keys of one token set (self-attention); "
+                             "in cross-attention use method='add'.")
         if layer_idx >= len(self.modulators):
             raise IndexError(f'SeqPE has modulators for {len(self.modulators)} layers; layer {layer_idx} asked.')
         modulators = self.modulators[layer_idx](self.table(pos_q)).unflatten(-1, (2, self.num_heads, self.head_dim))
@@ -240,5 +240,5 @@ class SeqPE(PositionEncoding):
         return {'prefix_embed', *(f'encoder.{name}' for name, _ in self.encoder.named_parameters())}
 
     def extra_repr(self) -> str:
-        return (f"apply={self.apply!r}, grid_size={self.grid_size}, max_digits={self.max_digits}, "
+        return (f"method={self.method!r}, grid_size={self.grid_size}, max_digits={self.max_digits}, "
                 f"extrapolation={self.extrapolation!r}")
