@@ -32,7 +32,8 @@ def test_trains_scores_and_writes_the_table_from_its_json(small_config, tmp_path
     monkeypatch.syspath_prepend(str(REPO_ROOT / 'tests' / 'plugins' / 'vispe_example_plugin'))
     plugin = str(REPO_ROOT / 'tests' / 'plugins' / 'configs' / 'vit_factorized_ape.py')
     out = tmp_path / 'three_cell'
-    zoo_configs = [str(REPO_ROOT / f'configs/vit/vit-t4_{name}_fmnist-28.py') for name in ('sincos', 'irpe-ctx', 'seqpe')]
+    zoo_configs = [str(REPO_ROOT / f'configs/vit/vit-t4_{name}_fmnist-28.py') for name in ('sincos', 'irpe-ctx')]
+    zoo_configs.append('vispe::vit/vit-t4_seqpe_fmnist-28.py')
     arguments = ['--encodings', 'NoPE', 'LOOPE', '--from-configs', *zoo_configs, plugin,
                  '--config', str(small_config), '--epochs', '2', '--seeds', '0', '1',
                  '--work-dir', str(tmp_path / 'runs'), '--out', str(out)]

@@ -32,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='vispe three-cell', description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--encodings', nargs='*', default=[], help='registered encoding names (default options)')
-    parser.add_argument('--from-configs', nargs='*', type=Path, default=[],
-                        help='configs whose model.backbone.encoding to test (e.g. the zoo\'s)')
+    parser.add_argument('--from-configs', nargs='*', default=[],
+                        help='configs (paths or vispe:: names) whose model.backbone.encoding to test (the zoo\'s)')
     parser.add_argument('--config', default=DEFAULT_CONFIG, help='the Three Cell training config (a path or vispe::)')
     parser.add_argument('--seeds', nargs='+', type=int, default=[0])
     parser.add_argument('--epochs', type=int, default=None, help='override the config\'s epochs')
@@ -115,9 +115,13 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
                 from vispe.registry import unknown_type_message
                 parser.error(f'--encodings: {unknown_type_message("encoding", name, sorted(known))}')
             runs.append((name, dict(encoding=dict(type=name), encoding_losses={}, imports=[])))
-        for config in args.from_configs:
+        for name in args.from_configs:
+            try:
+                config = resolve_config(name)
+            except UnknownConfigError as error:
+                raise InvalidArgument('--from-configs', name, str(error), 'see vispe list configs') from None
             if not config.is_file():
-                raise InvalidArgument('--from-configs', config, 'is not a file', 'give classifier config files')
+                raise InvalidArgument('--from-configs', name, 'is not a file', 'give model config files')
             runs.append((config_label(config), encoding_of(config)))
         if not runs:
             raise InvalidArgument('--encodings', '(none)', 'no encoding given',

@@ -13,6 +13,7 @@ from vispe.reporting import benchmark_tables as bench
 from vispe.reporting import result_tables as results
 from vispe.reporting.headline import HEADLINE_SOURCES, headline_table
 from vispe.reporting.sources import Sources
+from vispe.reporting.three_cell import three_cell_table
 
 PETR_EVALUATIONS = ['models/petr_mv-scenes_sizes.json', 'models/petr_mv-scenes_zoom.json',
                     'models/petr_mv-scenes_rig2.json', 'models/petr_mv-scenes_gta_sizes.json',
@@ -84,6 +85,7 @@ BLOCKS = {block.name: block for block in [
     Block('vdetr-rotated-sweep', ['models/vdetr_pt-scenes-rotated_sweep.json'],
           _each(results.point_sweep_table, captioned=False)),
     Block('novel-views', ['models/nvs_mv-scenes.json'], _each(results.novel_view_table, captioned=False)),
+    Block('three-cell', ['models/three_cell.json'], _each(three_cell_table, captioned=False)),
     Block('crop-depth', ['models/crops_mv-crops-depth_sweep.json'], _each(results.crop_depth_table, captioned=False)),
     Block('gaussian-codecs', GAUSSIAN_REPORTS,
           lambda sources, files: results.gaussian_codec_table({name: sources.document(name) for name in files})),
