@@ -187,3 +187,14 @@ def test_module_methods_are_not_shadowed_by_options() -> None:
     visited = []
     model.apply(visited.append)
     assert model.encoding in visited
+
+
+def test_a_stack_passes_its_members_regularisers_on() -> None:
+    backbone = dict(type='TimmViT', model_name='vit_tiny_patch16_224', img_size=32, patch_size=8, embed_dim=32,
+                    depth=2, num_heads=2, num_classes=5,
+                    encoding=[dict(type='LearnedAPE'), dict(type='SeqPE', hidden_dim=32, shift_rate=0.0)])
+    torch.manual_seed(0)
+    model = ImageClassifier(backbone, encoding_losses=dict(contrastive=0.1)).train()
+    assert model.backbone.encoding.loss_terms == ('contrastive', 'distillation')
+    losses = model(torch.randn(2, 3, 32, 32), torch.tensor([0, 1]), mode='loss')
+    assert set(losses) == {'loss', 'loss_contrastive'} and losses['loss_contrastive'] > 0

@@ -61,6 +61,20 @@ class EncodingStack(PositionEncoding):
     def implements(self, method: str) -> bool:
         return any(encoding.implements(method) for encoding in self.encodings)
 
+    @property
+    def loss_terms(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The members' regularisers, in member order."""
+        return tuple(dict.fromkeys(name for encoding in self.encodings for name in encoding.loss_terms))
+
+    def training_losses(self, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        """Each member's regularisers among ``names``."""
+        losses: dict[str, torch.Tensor] = {}
+        for encoding in self.encodings:
+            wanted = tuple(name for name in names if name in encoding.loss_terms)
+            if wanted:
+                losses.update(encoding.training_losses(wanted))
+        return losses
+
     def rotate(self, q: torch.Tensor, k: torch.Tensor, pos_q: Positions, pos_k: Positions,
                layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
         for encoding in self._with('rotate'):
