@@ -28,8 +28,7 @@ from .helpers import load_tool
 
 PC_RANGE = (-20.0, -20.0, -3.0, 20.0, 20.0, 2.0)
 POSITION_RANGE = (-20.0, -20.0, -4.0, 20.0, 20.0, 4.0)
-NON_IMAGE = {info.name for info in vispe.list_encodings()} - {info.name for info in
-                                                               vispe.list_encodings(image_only=True)}
+NON_IMAGE = {info.name for info in vispe.list_encodings() if set(info.requires) - {'grid', 'pixels'}}
 Inputs = tuple[torch.Tensor, ...]
 
 

@@ -45,7 +45,11 @@ def test_padded_memory_equals_each_image_alone(encoding) -> None:
             torch.testing.assert_close(batch[:, index], alone[:, 0], atol=2e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize('encoding', [cfg for cfg in registered_examples() if cfg['type'] not in ('PEG', 'NoPE')],
+SELF_ATTENTION_ONLY = [dict(type='SeqPE')]           # method='attn_mul': positions of one token set
+
+
+@pytest.mark.parametrize('encoding', [cfg for cfg in registered_examples() if cfg['type'] not in ('PEG', 'NoPE')
+                                      and cfg not in SELF_ATTENTION_ONLY],
                          ids=lambda cfg: '-'.join(str(v) for v in cfg.values()))
 def test_every_registered_encoding_reaches_the_cross_attention(encoding) -> None:
     """The decoder runs with it, gradients reach its parameters, and rotations pass gradients to the reference
@@ -62,6 +66,12 @@ def test_every_registered_encoding_reaches_the_cross_attention(encoding) -> None
     assert (model.reference_points is None) == (not model.encoding.active_hooks & RELATIVE_HOOKS)
     grads = [p.grad for p in model.encoding.parameters() if p.requires_grad]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize('encoding', SELF_ATTENTION_ONLY)
+def test_an_encoding_of_one_token_set_is_refused_by_the_decoder(encoding) -> None:
+    with pytest.raises(ValueError, match='works within one token set only'):
+        decoder(encoding)
 
 
 @pytest.mark.parametrize('encoding', ['PEG', 'NoPE'])

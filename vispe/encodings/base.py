@@ -251,6 +251,11 @@ class PositionEncoding(nn.Module):
         :mod:`vispe.attention`); the result must equal :meth:`logits_bias`."""
         return None
 
+    def reaches_cross_attention(self) -> bool:
+        """Whether its hooks work between two token sets (a decoder's queries and its memory); an encoding whose
+        positions exist only for one token set says False, and decoders refuse it at build."""
+        return True
+
     @default_method
     def training_losses(self, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
         """The regularisers of :attr:`loss_terms` named in ``names``, unweighted scalars, for the training step whose

@@ -123,8 +123,9 @@ class SeqPE(PositionEncoding):
             raise ValueError(f'SeqPE\'s distillation loss splits the C={embed_dim} embeddings into the encoder\'s '
                              f'{self.loss_heads} heads (hidden_dim={hidden_dim} / 64); they do not divide. Choose a '
                              f'hidden_dim whose heads divide embed_dim.')
-        self.prefix_embed = nn.Parameter(torch.zeros(1, num_prefix_tokens, embed_dim))
-        trunc_normal_(self.prefix_embed, std=.02)
+        self.prefix_embed = nn.Parameter(torch.zeros(1, num_prefix_tokens, embed_dim)) if num_prefix_tokens else None
+        if self.prefix_embed is not None:
+            trunc_normal_(self.prefix_embed, std=.02)
         self.modulators = nn.ModuleList(nn.Linear(embed_dim, 2 * embed_dim) for _ in range(depth)) \
             if method == 'attn_mul' else None
         if self.modulators is not None:
@@ -136,6 +137,11 @@ class SeqPE(PositionEncoding):
         self.register_buffer('shift_starts', torch.stack([chosen // cols, chosen % cols], -1), persistent=False)
         self.last_step_shifted = False
         self._teacher: torch.Tensor | None = None
+
+    def reaches_cross_attention(self) -> bool:
+        """'add' does (its embedding goes to a decoder's memory keys); 'attn_mul' does not: a decoder's queries sit at
+        continuous reference points, which have no digits."""
+        return self.method == 'add'
 
     @property
     def active_hooks(self) -> frozenset[str]:
@@ -174,11 +180,25 @@ class SeqPE(PositionEncoding):
         def build() -> torch.Tensor:
             self.check_sequence(pos, self.num_prefix_tokens)
             grid = self._grid_table(pos)
+            if self.prefix_embed is None:
+                return grid
             return torch.cat([self.prefix_embed.expand(len(grid), -1, -1).to(grid.dtype), grid], dim=1)
         return self.cached_table('table', pos, build)
 
     def prepare(self, pos: Positions) -> None:
         self.table(pos)
+
+    def position_embedding(self, pos: Positions) -> torch.Tensor | None:
+        """(1, N, C): with ``method='add'``, the embedding of the grid's own positions (what a detector adds to its
+        keys; the training shift applies only where tokens are embedded); None with ``'attn_mul'``, which adds
+        nothing."""
+        if self.method != 'add':
+            return None
+        def build() -> torch.Tensor:
+            self.check_sequence(pos, pos.num_prefix_tokens)
+            check_positions_fit(max(pos.grid_size) - 1, self.max_digits, 'SeqPE')
+            return self.embeddings(grid_coords(pos.grid_size, device=pos.device).long())[None]
+        return self.cached_table('unshifted', pos, build)
 
     @staticmethod
     def per_image(table: torch.Tensor, batch: int) -> torch.Tensor:
@@ -215,7 +235,7 @@ class SeqPE(PositionEncoding):
         rank = torch.distributed.get_rank() if torch.distributed.is_available() and \
             torch.distributed.is_initialized() else 0
         rng = random.Random(int(torch.randint(0, 2 ** 62, ())) + rank)
-        device = self.prefix_embed.device
+        device = self.encoder.out_proj.weight.device
         losses = {}
         if 'contrastive' in names:
             pivots, candidates, nearest = contrastive_positions(self.contrastive_pivots, self.contrastive_candidates,
@@ -224,7 +244,7 @@ class SeqPE(PositionEncoding):
             losses['contrastive'] = contrastive_loss(embedded[:, 0], embedded[:, 1:], nearest.to(device))
         if 'distillation' in names:
             if self.last_step_shifted:
-                losses['distillation'] = self.prefix_embed.new_zeros(())
+                losses['distillation'] = self.encoder.out_proj.weight.new_zeros(())
             else:
                 students, teachers = distillation_positions(self.distillation_windows, self.distillation_cells,
                                                             self.grid_size, self.max_digits, rng)
@@ -237,7 +257,8 @@ class SeqPE(PositionEncoding):
 
     def no_weight_decay(self) -> set[str]:
         """The sequential encoder and the prefix vectors (the reference trains the encoder without decay)."""
-        return {'prefix_embed', *(f'encoder.{name}' for name, _ in self.encoder.named_parameters())}
+        prefix = {'prefix_embed'} if self.prefix_embed is not None else set()
+        return prefix | {f'encoder.{name}' for name, _ in self.encoder.named_parameters()}
 
     def extra_repr(self) -> str:
         return (f"method={self.method!r}, grid_size={self.grid_size}, max_digits={self.max_digits}, "

@@ -200,6 +200,10 @@ class DETRDecoder(nn.Module):
                              f'reach cross-attention; give the decoder an encoding with embed, rotate or logits_bias '
                              f'hooks (its default is DETRSine), and put between-block encodings such as PEG in the '
                              f'encoder.')
+        if not self.encoding.reaches_cross_attention():
+            raise ValueError(f'The decoder encoding {self.encoding!r} works within one token set only, not between the '
+                             f'queries and the memory of cross-attention; give the decoder another encoding (its '
+                             f'default is DETRSine; SeqPE with method=\'add\' works there).')
         if 'embed' in hooks:
             require_position_embedding(self.encoding, DECODER_HOST, 'adds it to the memory keys of every layer')
         self.reference_points = nn.Linear(embed_dim, 2) if hooks & RELATIVE_HOOKS else None
