@@ -152,10 +152,13 @@ class SeqPE(PositionEncoding):
         flat = positions.reshape(-1, 2)
         return self.encoder(digit_tokens(flat, self.max_digits)).reshape(*positions.shape[:-1], -1)
 
+    def grid_embeddings(self, grid_size: tuple[int, int], device: torch.device) -> torch.Tensor:
+        """(h·w, C): the embeddings of a grid's cells from (0, 0), row-major."""
+        return self.embeddings(grid_coords(grid_size, device=device).long())
+
     def _grid_table(self, pos: Positions) -> torch.Tensor:
         """(S, N, C): this forward's embeddings of the grid (S shifted copies in a shifted training step)."""
         grid = pos.grid_size
-        cells = grid_coords(grid, device=pos.device).long()
         self.last_step_shifted, self._teacher = False, None
         if self.training and self.shift_rate > 0 and float(torch.rand(())) < self.shift_rate:
             check_positions_fit(max(grid) - 1, self.max_digits, 'SeqPE')
@@ -163,14 +166,14 @@ class SeqPE(PositionEncoding):
             starts = self.shift_starts[first:first + self.shift_grids].to(pos.device)
             starts = torch.minimum(starts, starts.new_tensor([10 ** self.max_digits - side for side in grid]))
             self.last_step_shifted = True
-            return self.embeddings(starts[:, None] + cells)
+            return self.embeddings(starts[:, None] + grid_coords(grid, device=pos.device).long())
         if tuple(grid) != self.grid_size and self.extrapolation == 'interpolate' and not self.training:
-            trained = self.embeddings(grid_coords(self.grid_size, device=pos.device).long())
+            trained = self.grid_embeddings(self.grid_size, pos.device)
             table = trained.T.reshape(1, -1, *self.grid_size)
             resized = F.interpolate(table, size=tuple(grid), mode='bicubic', align_corners=False)
             return resized.flatten(2).transpose(1, 2)
         check_positions_fit(max(grid) - 1, self.max_digits, 'SeqPE')
-        table = self.embeddings(cells)[None]
+        table = self.grid_embeddings(grid, pos.device)[None]
         if self.training and tuple(grid) == self.grid_size:
             self._teacher = table[0].detach()
         return table
@@ -197,7 +200,7 @@ class SeqPE(PositionEncoding):
         def build() -> torch.Tensor:
             self.check_sequence(pos, pos.num_prefix_tokens)
             check_positions_fit(max(pos.grid_size) - 1, self.max_digits, 'SeqPE')
-            return self.embeddings(grid_coords(pos.grid_size, device=pos.device).long())[None]
+            return self.grid_embeddings(pos.grid_size, pos.device)[None]
         return self.cached_table('unshifted', pos, build)
 
     @staticmethod
@@ -250,7 +253,7 @@ class SeqPE(PositionEncoding):
                                                             self.grid_size, self.max_digits, rng)
                 grid = self._teacher
                 if grid is None:
-                    grid = self.embeddings(grid_coords(self.grid_size, device=device).long()).detach()
+                    grid = self.grid_embeddings(self.grid_size, device).detach()
                 losses['distillation'] = distillation_loss(self.embeddings(students.to(device)),
                                                            grid[teachers.to(device)], self.loss_heads)
         return losses
