@@ -198,3 +198,11 @@ def test_a_stack_passes_its_members_regularisers_on() -> None:
     assert model.backbone.encoding.loss_terms == ('contrastive', 'distillation')
     losses = model(torch.randn(2, 3, 32, 32), torch.tensor([0, 1]), mode='loss')
     assert set(losses) == {'loss', 'loss_contrastive'} and losses['loss_contrastive'] > 0
+
+
+def test_the_last_block_computes_only_the_summary_token() -> None:
+    torch.manual_seed(0)
+    encoder = SequentialPositionEncoder(2, 2, 64, 32, depth=2, dropout=0.0).eval()
+    tokens = torch.randn(5, 5, 64)
+    full = encoder.blocks[-1](tokens)
+    assert torch.allclose(encoder.blocks[-1](tokens, last_only=True)[:, 0], full[:, -1], atol=1e-6)

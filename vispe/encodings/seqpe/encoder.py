@@ -12,7 +12,8 @@ from vispe.encodings.seqpe.tokens import BASE
 
 class SequenceBlock(nn.Module):
     """GPT-2's pre-norm block: causal multi-head attention and an MLP (ratio 4, tanh-GELU), dropout after each
-    projection. Shapes: (S, L, C) -> same."""
+    projection. Shapes: (S, L, C) -> same, or (S, 1, C) with ``last_only``: only the last token's output (its query
+    sees every key, so no mask), which is all the encoder's last block has to give."""
 
     def __init__(self, dim: int, num_heads: int, dropout: float) -> None:
         super().__init__()
@@ -24,9 +25,11 @@ class SequenceBlock(nn.Module):
         self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
         q, k, v = self.qkv(self.norm1(x)).unflatten(-1, (3, self.num_heads, -1)).permute(2, 0, 3, 1, 4)
-        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).flatten(2)
+        if last_only:
+            q, x = q[:, :, -1:], x[:, -1:]
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=not last_only).transpose(1, 2).flatten(2)
         x = x + self.dropout(self.proj(attended))
         return x + self.dropout(self.fc2(F.gelu(self.fc1(self.norm2(x)), approximate='tanh')))
 
@@ -81,6 +84,6 @@ class SequentialPositionEncoder(nn.Module):
     def forward(self, digits: torch.Tensor) -> torch.Tensor:
         tokens = self.digit_embed(digits) + self.index_embed.weight + self.dim_embed[self.dims]
         x = torch.cat([tokens, self.summary_token.expand(len(digits), -1, -1).to(tokens.dtype)], dim=1)
-        for block in self.blocks:
-            x = block(x)
-        return self.out_proj(self.norm(x)[:, -1])
+        for index, block in enumerate(self.blocks):
+            x = block(x, last_only=index == len(self.blocks) - 1)
+        return self.out_proj(self.norm(x[:, -1]))
