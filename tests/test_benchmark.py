@@ -38,11 +38,15 @@ def test_model_benchmark(repo_root, tmp_path) -> None:
     assert all(row['ratio_NoPE'] > 0 and row['peak_bytes'] > 0 and row['pass'] == 'forward' for row in rows)
     assert rows[-1]['tables_bytes'] > 0 and rows[2]['tables_bytes'] == 0
     assert rows[0]['ratio_timm (plain ViT)'] == rows[0]['ratio_timm (plain ViT)_high'] == 1.0
-    assert (tmp_path / 'b.csv').read_text().startswith('size,model,pass,seconds')
+    csv_lines = (tmp_path / 'b.csv').read_text().splitlines()
+    assert csv_lines[0].startswith('size,model,pass,seconds') and csv_lines[0].endswith(',device')
+    assert document['device'] == f"{document['machine']['cpu']}, {document['machine']['usable_cores']} cores"
+    assert all(line.endswith(f'"{document["device"]}"') for line in csv_lines[1:])
     nope_params, lookhere_params = rows[2]['params'], rows[-1]['params']
     assert nope_params == lookhere_params and rows[0]['params'] > nope_params  # timm's APE table
     markdown = (tmp_path / 'b.md').read_text().splitlines()
-    assert markdown[2].startswith('`python tools/benchmark.py') and markdown[4].startswith('| size | pass | model |')
+    assert markdown[2].startswith('`python tools/benchmark.py') and markdown[4].startswith('machine: ')
+    assert markdown[6].startswith('| size | pass | model |')
     assert len([line for line in markdown if line.startswith('| 48 |')]) == len(rows)
 
 
@@ -117,15 +121,19 @@ def test_fps_benchmark_times_both_backends_and_compares_their_indices(repo_root,
     assert main(argv) == 0
     document = json.loads((tmp_path / 'f.json').read_text())
     assert_run_stamped(document, repo_root)
-    assert document['note'] == 'shared machine' and 'load average' in document['machine']
+    assert document['note'] == 'shared machine' and document['machine']['load_average_1min_after'] is not None
+    assert document['device'] == f"{document['machine']['cpu']}, {document['machine']['usable_cores']} cores"
     rows = document['rows']
-    assert [(row['model'], row['device'], row['same_indices']) for row in rows] == [('torch loop', 'cpu', None),
-                                                                                  ('fpsample', 'cpu', True)]
+    assert [(row['model'], row['runs_on'], row['same_indices']) for row in rows] == [('torch loop', 'cpu', None),
+                                                                                   ('fpsample', 'cpu', True)]
     assert rows[0]['ratio'] == rows[0]['ratio_high'] == 1.0 and all(len(row['samples']) == 2 for row in rows)
     assert all((row['batch'], row['points'], row['num_samples']) == (2, 300, 40) for row in rows)
     markdown = (tmp_path / 'f.md').read_text()
     assert 'note: shared machine' in markdown and '| cpu | fpsample |' in markdown and markdown.count('| yes |') == 1
-    assert (tmp_path / 'f.csv').read_text().splitlines()[0] == 'device,backend,ms,x torch loop,same indices'
+    assert 'machine: ' in markdown and 'load average' in markdown
+    csv_lines = (tmp_path / 'f.csv').read_text().splitlines()
+    assert csv_lines[0] == 'runs on,backend,ms,x torch loop,same indices,device'
+    assert all(line.endswith(f'"{document["device"]}"') for line in csv_lines[1:])
     capsys.readouterr()
     with pytest.raises(SystemExit):
         main(['--fps', '--points', '30', '--samples', '40'])

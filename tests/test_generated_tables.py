@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vispe.reporting.benchmark_tables import canonical_model, vit_table
+from vispe.reporting.benchmark_tables import UNRECORDED, canonical_model, device_of, vit_table
 from vispe.reporting.markers import block_body, block_names, markers
 from vispe.reporting.provenance import Provenance, run_stamp
 
@@ -139,6 +139,20 @@ def test_a_newer_run_of_the_same_configuration_replaces_the_older_row() -> None:
     text = vit_table(older, 'NoPE', [('new.json', newer)])
     assert '2.35' not in text and '| ALiBi2D | 1.20×' in text and '| NoPE |' in text
     assert 'Measured again by the newer run `new.json`, dropped here: LookHere at 1024 px.' in text
+
+
+def test_each_table_names_its_device_and_a_run_on_another_device_replaces_nothing() -> None:
+    older = flex_json(lookhere_ratio=2.35)
+    newer = {**flex_json(lookhere_ratio=1.1), 'device': 'NVIDIA H100 80GB HBM3'}
+    text = vit_table(older, 'NoPE', [('cuda.json', newer)])
+    assert '2.35' in text and 'Measured again' not in text and f'Device: {UNRECORDED}.' in text
+    assert 'Device: NVIDIA H100 80GB HBM3.' in vit_table(newer, 'NoPE')
+    cpu = {'cpu': 'AMD EPYC', 'usable_cores': 2, 'gpu': None}
+    assert device_of({'machine': cpu}) == 'AMD EPYC, 2 cores'
+    assert device_of({'machine': {**cpu, 'gpu': 'NVIDIA H200'}}) == 'NVIDIA H200'
+    line = 'machine: AMD EPYC, 2 of 2 cores, Linux-6.1-x86_64-with-glibc2.36, Python 3.11.7, torch 2.14.1, 1 threads'
+    assert device_of({'machine': line}) == 'AMD EPYC, 2 cores'
+    assert device_of({'machine': line.replace('2 cores,', '2 cores, NVIDIA H200,')}) == 'NVIDIA H200'
 
 
 def test_run_stamp_and_provenance_from_git(tmp_path) -> None:

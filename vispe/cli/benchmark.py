@@ -36,8 +36,9 @@ Sizes are image heights (default: the first config's), the width keeps the confi
         configs/petr/petr-r18_petr-lid_mv-scenes.py configs/petr/petr-r18_3dppe_mv-scenes.py \
         --sizes 90 126 --batch 1 --views 6 --out benchmarks/petr_mv-scenes
 
-``--out PATH`` writes PATH.csv, PATH.json (with the command) and PATH.md (the table in markdown); in detector mode
-PATH.json (command, machine, rig, rows) and PATH.md.
+``--out PATH`` writes PATH.csv, PATH.json (with the command and the machine) and PATH.md (the table in markdown), each
+naming the device (the GPU, or the CPU's model and cores); in detector mode PATH.json (command, machine, rig, rows)
+and PATH.md.
 
 Point-layer mode (``--point-layer``): one V-DETR decoder layer, Q box queries against P point tokens, with each point
 encoding against the same layer without one (:mod:`vispe.engine.benchmark_points`), and that layer again as the
@@ -60,9 +61,7 @@ highest in brackets, as in model mode:
 from __future__ import annotations
 
 import argparse
-import csv
 import ctypes
-import io
 import json
 import subprocess
 import sys
@@ -78,8 +77,8 @@ from vispe.encodings import ComRoPE, PositionEncoding
 from vispe.engine.arguments import (InvalidArgument, check_distinct, config_dict, existing_config, non_negative_int,
                                     positive_int, progress_wanted, recorded_command, reported_by, run_main,
                                     writable_output)
-from vispe.engine.benchmark_common import (machine_description, machine_summary, markdown_table, measure, round_ratios,
-                                           write_text_atomically)
+from vispe.engine.benchmark_common import (device_name, machine_description, machine_summary, markdown_table, measure,
+                                           round_ratios, write_csv, write_text_atomically)
 from vispe.engine.benchmark_detector import CAMERA_TABLE_NOTE, benchmark_detectors, detector_tables
 from vispe.engine.benchmark_fps import check_fps_arguments, run_fps
 from vispe.engine.benchmark_points import run_point_layer
@@ -389,7 +388,8 @@ def run_detectors(args: argparse.Namespace, device: torch.device, command: str) 
     print(f'\n{CAMERA_TABLE_NOTE}')
     print(aligned_table(camera))
     if args.out:
-        document = dict(command=command, **run_stamp(), title=title, machine=machine, note=args.note, **result)
+        document = dict(command=command, **run_stamp(), title=title, device=device_name(machine), machine=machine,
+                        note=args.note, **result)
         write_text_atomically(args.out.with_suffix('.json'), json.dumps(document, indent=1, allow_nan=False) + '\n')
         write_text_atomically(args.out.with_suffix('.md'), '\n\n'.join([*lines, markdown_table(speed),
                                                                          CAMERA_TABLE_NOTE, markdown_table(camera)])
@@ -440,6 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     baselines = ['plain SDPA'] if args.layer else ['timm (plain ViT)', 'NoPE']
     models = None if args.layer else build_models(args, device)
     specs = None if args.layer else model_specs(args)
+    machine = machine_description(device)
     rows = []
     steps = [(size, pass_name) for size in args.sizes for pass_name in args.passes]
     with tqdm(steps, unit='step', desc='benchmark', file=sys.stderr, disable=not progress_wanted(args.quiet)) as bar:
@@ -450,6 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     else model_runs(args, size, device, models, backward))
             rows += size_rows(args, size, pass_name, measure(runs, device, args.repeats, args.warmup), baselines,
                               models, specs, device)
+    machine['load_average_1min_after'] = machine_description(device)['load_average_1min']
     what = 'attention layer' if args.layer else args.arch + (' (torch.compile)' if args.compile else '')
     passes = ' and '.join(PASS_NAMES[name] for name in args.passes)
     title = (f"{what}, {passes}, batch {args.batch}, {args.device}, {torch.get_num_threads()} threads, torch "
@@ -457,20 +459,17 @@ def main(argv: Sequence[str] | None = None) -> int:
              f'(highest round)')
     cells = table_cells(rows, baselines)
     print(title)
+    print(machine_summary(machine))
     print(aligned_table(cells))
     if args.out:
-        table = io.StringIO()
-        writer = csv.DictWriter(table, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-        write_text_atomically(args.out.with_suffix('.csv'), table.getvalue())
+        write_csv(args.out.with_suffix('.csv'), rows, device_name(machine))
         note = dict(note=args.note) if args.note else {}
-        write_text_atomically(args.out.with_suffix('.json'),
-                              json.dumps(dict(command=command, **run_stamp(), title=title, **note, rows=rows),
-                                         indent=1))
+        document = dict(command=command, **run_stamp(), title=title, device=device_name(machine), machine=machine,
+                        **note, rows=rows)
+        write_text_atomically(args.out.with_suffix('.json'), json.dumps(document, indent=1))
         note_line = f'note: {args.note}\n\n' if args.note else ''
-        write_text_atomically(args.out.with_suffix('.md'),
-                              f'{title}\n\n`{command}`\n\n{note_line}{markdown_table(cells)}\n')
+        write_text_atomically(args.out.with_suffix('.md'), f'{title}\n\n`{command}`\n\n{machine_summary(machine)}\n\n'
+                                                           f'{note_line}{markdown_table(cells)}\n')
     return 0
 
 

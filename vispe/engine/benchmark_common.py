@@ -8,6 +8,8 @@ run's label to a callable that returns, and clears, what the run's last call spe
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import platform
@@ -22,7 +24,7 @@ import torch
 from vispe.reporting.provenance import run_stamp
 from vispe.text_table import aligned_table
 
-__all__ = ['machine_description', 'machine_summary', 'markdown_table', 'measure', 'synchronize',
+__all__ = ['device_name', 'machine_description', 'machine_summary', 'markdown_table', 'measure', 'synchronize',
            'write_text_atomically']
 
 
@@ -100,6 +102,12 @@ def machine_description(device: torch.device) -> dict[str, Any]:
                 load_average_1min=os.getloadavg()[0] if hasattr(os, 'getloadavg') else None)
 
 
+def device_name(machine: dict[str, Any]) -> str:
+    """The device a ratio belongs to: the GPU's name, or the CPU's model and the cores this process could use
+    (``NVIDIA H100 80GB HBM3``, ``AMD EPYC, 2 cores``)."""
+    return machine['gpu'] or f"{machine['cpu']}, {machine['usable_cores']} cores"
+
+
 def machine_summary(machine: dict[str, Any]) -> str:
     """One line of :func:`machine_description` (with ``load_average_1min_after`` when measured)."""
     gpu = f", {machine['gpu']}" if machine.get('gpu') else ''
@@ -139,16 +147,28 @@ def round_ratios(result: dict, base: dict) -> dict[str, float]:
     return dict(ratio=statistics.median(ratios), ratio_high=max(ratios))
 
 
-def report_table(out: Path | None, command: str, title: str, machine: str, rows: list[dict],
+def report_table(out: Path | None, command: str, title: str, machine: dict[str, Any], rows: list[dict],
                  cells: list[list[str]], note: str | None = None) -> None:
-    """Print a layer benchmark's table; with ``out``, write out.json (command, machine, note, rows), out.md and
-    out.csv. ``note``: a line for the report (``--note``, e.g. that the machine was shared)."""
+    """Print a benchmark's table; with ``out``, write out.json (command, device, machine, note, rows), out.md (with
+    the machine's line) and out.csv (the table's cells and a ``device`` column). ``machine``:
+    :func:`machine_description`; ``note``: a line for the report (``--note``, e.g. that the machine was shared)."""
     note_line = [f'note: {note}'] if note else []
-    print(title, machine, *note_line, aligned_table(cells), sep='\n')
+    summary, device = machine_summary(machine), device_name(machine)
+    print(title, summary, *note_line, aligned_table(cells), sep='\n')
     if out:
         write_text_atomically(out.with_suffix('.json'), json.dumps(dict(command=command, **run_stamp(), title=title,
-                                                                        machine=machine, note=note, rows=rows),
-                                                                   indent=1))
-        write_text_atomically(out.with_suffix('.md'), '\n\n'.join([title, f'`{command}`', machine, *note_line,
+                                                                        device=device, machine=machine, note=note,
+                                                                        rows=rows), indent=1))
+        write_text_atomically(out.with_suffix('.md'), '\n\n'.join([title, f'`{command}`', summary, *note_line,
                                                                    markdown_table(cells)]) + '\n')
-        write_text_atomically(out.with_suffix('.csv'), '\n'.join(','.join(line) for line in cells) + '\n')
+        write_csv(out.with_suffix('.csv'), [dict(zip(cells[0], line)) for line in cells[1:]], device)
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]], device: str) -> Path:
+    """Rows as CSV (atomically), each with the ``device`` it was measured on as its last column."""
+    rows = [{**row, 'device': device} for row in rows]
+    table = io.StringIO()
+    writer = csv.DictWriter(table, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_text_atomically(path, table.getvalue())

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from vispe.engine.arguments import InvalidArgument
-from vispe.engine.benchmark_common import machine_description, machine_summary, measure, report_table, round_ratios
+from vispe.engine.benchmark_common import machine_description, measure, report_table, round_ratios
 from vispe.geometry.fpsample_backend import fpsample_importable, fpsample_ties_to_highest
 from vispe.geometry.point_sampling import farthest_point_sample
 
@@ -61,7 +61,7 @@ def run_fps(args: argparse.Namespace, device: torch.device, command: str) -> Non
     machine['load_average_1min_after'] = machine_description(device)['load_average_1min']
     baseline = next(iter(results))
     reference = indices[baseline].cpu()
-    rows = [dict(model=label, device=devices[label], batch=args.batch, points=args.points, num_samples=args.samples,
+    rows = [dict(model=label, runs_on=devices[label], batch=args.batch, points=args.points, num_samples=args.samples,
                  **result, **round_ratios(result, results[baseline]),
                  same_indices=None if label == baseline else torch.equal(indices[label].cpu(), reference))
             for label, result in results.items()]
@@ -72,8 +72,8 @@ def run_fps(args: argparse.Namespace, device: torch.device, command: str) -> Non
              f'fpsample {version} on the cpu (its ties: {ties}), {torch.get_num_threads()} threads, torch '
              f'{torch.__version__}, median of {args.repeats} interleaved repeats after {args.warmup} warm-up; '
              f'x: median of the per-round ratios (highest); same indices: equal to the torch loop\'s in this run')
-    cells = [['device', 'backend', 'ms', f'x {baseline}', 'same indices']]
-    cells += [[row['device'], row['model'], f"{row['seconds'] * 1e3:.1f}",
+    cells = [['runs on', 'backend', 'ms', f'x {baseline}', 'same indices']]
+    cells += [[row['runs_on'], row['model'], f"{row['seconds'] * 1e3:.1f}",
                f"{row['ratio']:.3f} ({row['ratio_high']:.3f})",
                {None: '(baseline)', True: 'yes', False: 'NO'}[row['same_indices']]] for row in rows]
-    report_table(args.out, command, title, machine_summary(machine), rows, cells, note=args.note)
+    report_table(args.out, command, title, machine, rows, cells, note=args.note)

@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from vispe.engine.benchmark_common import machine_description, machine_summary, measure, report_table, round_ratios
+from vispe.engine.benchmark_common import machine_description, measure, report_table, round_ratios
 from vispe.geometry import Positions, SceneGeometry
 from vispe.models.vdetr.transformer import BoxRefinementDecoder
 
@@ -128,5 +128,5 @@ def run_point_layer(args: argparse.Namespace, device: torch.device, command: str
     cells += [[row['model'], f"{row['seconds'] * 1e3:.1f}", f"{row['ratio']:.2f} ({row['ratio_high']:.2f})",
                f"{row['decoder8_train_peak_bytes'] / 2**20:.0f}" if 'decoder8_train_peak_bytes' in row else '-']
               for row in rows]
-    report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells,
+    report_table(args.out, command, title, machine_description(device), rows, cells,
                  note=args.note)

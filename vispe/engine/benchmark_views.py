@@ -15,7 +15,7 @@ from torch import nn
 
 from vispe.attention import Attention
 from vispe.encodings import build_encoding
-from vispe.engine.benchmark_common import machine_description, machine_summary, measure, report_table, round_ratios
+from vispe.engine.benchmark_common import machine_description, measure, report_table, round_ratios
 from vispe.geometry import CameraGeometry, Cameras, Positions
 
 # label -> encoding config (None: no encoding); the first is the baseline, the second the same stack again (the
@@ -111,5 +111,5 @@ def run_view_stack(args: argparse.Namespace, device: torch.device, command: str)
     cells = [['views x grid', 'encoding', 'ms', 'x plain SDPA']]
     cells += [[row['layout'], row['model'], f"{row['seconds'] * 1e3:.1f}",
                f"{row['ratio']:.3f} ({row['ratio_high']:.3f})"] for row in rows]
-    report_table(args.out, command, title, machine_summary(machine_description(device)), rows, cells,
+    report_table(args.out, command, title, machine_description(device), rows, cells,
                  note=args.note)

@@ -1,9 +1,10 @@
 """Tables of ``tools/benchmark.py`` JSON: speed (and memory) ratios to the baseline timed in the same run.
 
 Every cell is a ratio of one run: the median over rounds of the model's time over the baseline's in the same round,
-the highest round in brackets where the JSON has it, then the peak memory where it was measured. A ViT table drops
-the rows that a newer JSON measured again (same encoding with the same options, size, pass and batch): only the
-newest measurement of a configuration is shown, and the table says where the dropped rows went.
+the highest round in brackets where the JSON has it, then the peak memory where it was measured. Every table is one
+JSON's and names the device it ran on (a table never mixes devices). A ViT table drops the rows that a newer JSON
+measured again (same encoding with the same options, size, pass, batch and device): only the newest measurement of a
+configuration is shown, and the table says where the dropped rows went.
 """
 from __future__ import annotations
 
@@ -15,6 +16,28 @@ from typing import Any
 from vispe.reporting.markdown import megabytes, ratio, table
 
 OPTION = re.compile(r'(\w+)=(.+?)(?= \w+=|$)')
+MACHINE_LINE = re.compile(r'machine: (?P<cpu>.+?), (?P<cores>\d+) of \d+ cores(?:, (?P<gpu>[^,]+))?, [^,]+, Python ')
+UNRECORDED = 'a CPU, model not recorded (the JSON predates recorded machines)'
+
+
+def device_of(document: dict) -> str:
+    """The device a benchmark JSON's ratios belong to: its ``device``, else what its ``machine`` (a description or,
+    in older layer benchmarks, its summary line) says, else that the CPU is not recorded (the oldest JSON)."""
+    if document.get('device'):
+        return document['device']
+    machine = document.get('machine')
+    if isinstance(machine, dict):
+        return machine.get('gpu') or f"{machine['cpu']}, {machine['usable_cores']} cores"
+    found = MACHINE_LINE.match(machine or '')
+    if found:
+        return found['gpu'] or f"{found['cpu']}, {found['cores']} cores"
+    return UNRECORDED
+
+
+def device_line(document: dict) -> str:
+    """The line under a benchmark table that names its device (a table never mixes devices)."""
+    return f'Device: {device_of(document)}.'
+
 BASELINE_PREFIXES = ('timm (plain ViT)', 'plain SDPA', 'no position')
 
 
@@ -45,24 +68,24 @@ def batch_of(document: dict) -> int | None:
     return int(words[words.index('--batch') + 1]) if '--batch' in words else None
 
 
-def measurement_keys(document: dict) -> set[tuple[str, Any, str, int | None]]:
-    """(canonical encoding, size, pass, batch) of every non-baseline row of a ViT benchmark JSON."""
-    batch = batch_of(document)
-    return {(canonical_model(row['model']), row['size'], row.get('pass', 'forward'), batch)
+def measurement_keys(document: dict) -> set[tuple[str, Any, str, int | None, str]]:
+    """(canonical encoding, size, pass, batch, device) of every non-baseline row of a ViT benchmark JSON."""
+    batch, device = batch_of(document), device_of(document)
+    return {(canonical_model(row['model']), row['size'], row.get('pass', 'forward'), batch, device)
             for row in document['rows'] if not is_baseline(row['model'])}
 
 
 def vit_table(document: dict, baseline: str, newer: Iterable[tuple[str, dict]] = ()) -> str:
-    """One row per model, one column per (size, pass): ``× baseline (highest round), peak MB``; rows measured again
-    in a ``newer`` (name, JSON) are dropped and listed under the table."""
+    """One row per model, one column per (size, pass): ``× baseline (highest round), peak MB``, and the device; rows
+    measured again in a ``newer`` (name, JSON) on the same device are dropped and listed under the table."""
     newer_keys = [(name, measurement_keys(later)) for name, later in newer]
-    batch = batch_of(document)
+    batch, device = batch_of(document), device_of(document)
     columns: list[tuple[Any, str]] = []
     cells: dict[str, dict[tuple[Any, str], str]] = {}
     moved: dict[str, set[str]] = {}
     for row in document['rows']:
         column = (row['size'], row.get('pass', 'forward'))
-        key = (canonical_model(row['model']), *column, batch)
+        key = (canonical_model(row['model']), *column, batch, device)
         where = [name for name, keys in newer_keys if not is_baseline(row['model']) and key in keys]
         if where:
             moved.setdefault(where[-1], set()).add(f'{row["model"]} at {row["size"]} px')
@@ -79,7 +102,7 @@ def vit_table(document: dict, baseline: str, newer: Iterable[tuple[str, dict]] =
     rows = [[model, *[by_column.get(column, '–') for column in columns]] for model, by_column in cells.items()]
     notes = [f'Measured again by the newer run `{name}`, dropped here: {", ".join(sorted(labels))}.'
              for name, labels in moved.items()]
-    return '\n\n'.join([table(header, rows), *notes])
+    return '\n\n'.join([table(header, rows), device_line(document), *notes])
 
 
 def detector_table(document: dict) -> str:
@@ -87,7 +110,8 @@ def detector_table(document: dict) -> str:
     baseline = document['baseline']
     rows = [[row['model'], 'x'.join(map(str, row['image_size'])), f'{row["seconds"] * 1e3:.1f}',
              ratio(row['ratio_to_baseline']), f'{row["encoding_share"]:.1%}'] for row in document['rows']]
-    return table(['config', 'image', 'ms', f'× {baseline}', 'encoding share'], rows)
+    return '\n\n'.join([table(['config', 'image', 'ms', f'× {baseline}', 'encoding share'], rows),
+                         device_line(document)])
 
 
 def layer_table(document: dict, label: str = 'layout') -> str:
@@ -101,13 +125,15 @@ def layer_table(document: dict, label: str = 'layout') -> str:
         rows.append([row['model'], str(row.get(label, '')), f'{row["seconds"] * 1e3:.1f}', ratio(value, high),
                      peak or '–'])
     peak_name = '8-layer decoder training peak' if 'decoder8_train_peak_bytes' in document['rows'][0] else 'peak'
-    return table(['model', label, 'ms', '× first row (highest round)', peak_name], rows)
+    return '\n\n'.join([table(['model', label, 'ms', '× first row (highest round)', peak_name], rows),
+                         device_line(document)])
 
 
 def fps_table(document: dict) -> str:
     """``--fps``: time and ratio to the torch loop (highest round) per backend, whether its indices equal the loop's,
     and the machine they ran on."""
-    rows = [[row['model'], row['device'], f'{row["seconds"] * 1e3:.1f}', ratio(row['ratio'], row.get('ratio_high')),
+    rows = [[row['model'], row.get('runs_on', row.get('device')), f'{row["seconds"] * 1e3:.1f}',
+             ratio(row['ratio'], row.get('ratio_high')),
              {None: '(baseline)', True: 'yes', False: '**no**'}[row['same_indices']]] for row in document['rows']]
-    return '\n\n'.join([table(['backend', 'device', 'ms', '× torch loop (highest round)', 'same indices'], rows),
-                         document['machine']])
+    return '\n\n'.join([table(['backend', 'runs on', 'ms', '× torch loop (highest round)', 'same indices'], rows),
+                         device_line(document)])

@@ -2,6 +2,7 @@
 every number comes from the files)."""
 from __future__ import annotations
 
+from vispe.reporting.benchmark_tables import device_of
 from vispe.reporting.markdown import mean_spread, megabytes, ratio, table
 from vispe.reporting.sources import Sources
 
@@ -45,7 +46,8 @@ def headline_table(sources: Sources) -> str:
         result = next(r for r in _group(crops, label)['results'] if r['split'] == 'test-tele')
         return mean_spread(result['mean']['depth/absrel'], result['spread']['depth/absrel'], 3)
     rows = [
-        [f'ViT-S/16 at {lookhere["size"]} px, LookHere with FlexAttention (time × NoPE, peak memory)',
+        [f'ViT-S/16 at {lookhere["size"]} px, LookHere with FlexAttention (time × NoPE, peak memory), '
+         f'on {device_of(flex)}',
          f'{ratio(lookhere["ratio_NoPE"])}, {megabytes(lookhere["peak_bytes"])}',
          f'SDPA path: {ratio(sdpa["ratio_NoPE"])}, {megabytes(sdpa["peak_bytes"])}'],
         [f'Fashion-MNIST top-1 % at {largest} px (trained at {card["sizes"][0]}), RoPE-Mixed tuned on minival',
