@@ -179,14 +179,15 @@ def test_compare_trees_records_the_date_and_both_commits(repo_root, tmp_path, mo
     rows = [{'size': 32, 'model': name, 'ratio_timm (plain ViT)': value}
             for name, value in (('timm (plain ViT)', 1.0), ('NoPE', 1.1))]
     monkeypatch.setattr(tool, 'tree_environment', lambda tree: {})
-    monkeypatch.setattr(tool, 'run_once', lambda tree, env, args, out: rows)
+    monkeypatch.setattr(tool, 'run_once', lambda tree, env, args, out: {'rows': rows, 'device': 'AMD EPYC, 2 cores'})
     monkeypatch.setattr('sys.argv', ['compare_trees.py', str(repo_root), str(repo_root), '--rounds', '1',
                                      '--out', str(tmp_path / 'c')])
     assert tool.main() == 0
     document = json.loads((tmp_path / 'c.json').read_text())
     head = run_stamp(repo_root)['commit']
     assert document['commit'] == document['commit_before'] == head and document['date'].endswith('+00:00')
-    assert document['rounds']['after'] == [rows]
+    assert document['rounds']['after'] == [rows] and document['device'] == 'AMD EPYC, 2 cores'
+    assert 'device: AMD EPYC, 2 cores' in (tmp_path / 'c.md').read_text()
 
 
 def test_a_stamp_copied_from_git_log_needs_no_history(tmp_path) -> None:

@@ -66,12 +66,13 @@ def tree_environment(tree: Path) -> dict[str, str]:
     return env
 
 
-def run_once(tree: Path, env: dict[str, str], benchmark_args: list[str], out: Path) -> list[dict]:
+def run_once(tree: Path, env: dict[str, str], benchmark_args: list[str], out: Path) -> dict:
+    """One benchmark run of ``tree``: its JSON document."""
     command = [sys.executable, str(tree / 'tools' / 'benchmark.py'), *benchmark_args, '--out', str(out)]
     result = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f'benchmark of {tree} failed:\n{result.stderr[-3000:]}')
-    return json.loads(out.with_suffix('.json').read_text())['rows']
+    return json.loads(out.with_suffix('.json').read_text())
 
 
 def median_ratios(rounds: list[list[dict]]) -> dict[tuple[int, str, str], float]:
@@ -90,10 +91,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     trees = {'before': args.before, 'after': args.after}
     envs = {name: tree_environment(tree) for name, tree in trees.items()}
     rounds: dict[str, list[list[dict]]] = {name: [] for name in trees}
+    devices = set()
     with tempfile.TemporaryDirectory() as scratch:
         for index in range(args.rounds):
             for name, tree in trees.items():
-                rounds[name].append(run_once(tree, envs[name], benchmark_args, Path(scratch) / f'{name}{index}'))
+                document = run_once(tree, envs[name], benchmark_args, Path(scratch) / f'{name}{index}')
+                rounds[name].append(document['rows'])
+                devices.add(document.get('device') or 'not recorded by the before tree')
                 print(f'round {index + 1}/{args.rounds}: {name} done', file=sys.stderr)
     before, after = median_ratios(rounds['before']), median_ratios(rounds['after'])
     lines = [['size', 'pass', 'model', 'x timm before', 'x timm after', 'change']]
@@ -107,13 +111,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     print(header)
     print('\n'.join('  '.join(cell.ljust(width) for cell, width in zip(line, widths)) for line in lines))
+    device = ' / '.join(sorted(devices))
+    print(f'device: {device}')
     if args.out:
         args.out.with_suffix('.json').write_text(json.dumps(dict(command=command, **run_stamp(args.after),
                                                                 commit_before=run_stamp(args.before)['commit'],
-                                                                rounds=rounds), indent=1))
+                                                                device=device, rounds=rounds), indent=1))
         table = ['| ' + ' | '.join(lines[0]) + ' |', '|' + '---|' * len(lines[0])]
         table += ['| ' + ' | '.join(line) + ' |' for line in lines[1:]]
-        args.out.with_suffix('.md').write_text(f'{header}\n\n`{command}`\n\n' + '\n'.join(table) + '\n')
+        args.out.with_suffix('.md').write_text(f'{header}\n\n`{command}`\n\ndevice: {device}\n\n'
+                                               + '\n'.join(table) + '\n')
     return 0
 
 
