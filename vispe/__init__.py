@@ -10,6 +10,7 @@ from vispe.serialization import CorruptCheckpointError, UnsafeCheckpointError
 from vispe import datasets, evaluation  # noqa: F401 (registers datasets and metrics)
 from vispe.encodings import PositionEncoding, build_encoding, list_encodings, list_hosts
 from vispe.geometry import Positions
+from vispe.geometry.checks import set_value_checks, value_checks
 from vispe.models import VisionTransformer, create_vit, retrofit
 from vispe.visualization import capture_attention
 
@@ -19,5 +20,5 @@ __all__ = [
     'DATASETS', 'ENCODINGS', 'METRICS', 'MODELS', 'TRANSFORMS', 'CheckpointMismatchError', 'CorruptCheckpointError',
     'NonFiniteWeightsError', 'PositionEncoding', 'Positions', 'UnsafeCheckpointError', 'VisionTransformer',
     'build_encoding', 'capture_attention', 'create_vit', 'list_encodings', 'list_hosts', 'load_checkpoint',
-    'load_plugins', 'retrofit',
+    'load_plugins', 'retrofit', 'set_value_checks', 'value_checks',
 ]

@@ -26,6 +26,7 @@ import vispe
 from vispe.encodings import EncodingHostError, Host, Option, check_encoding_fits
 from vispe.encodings.builder import registered_encodings
 
+from ..host_sync import as_on_a_gpu
 from .contract import fixture_for
 
 PLUGIN = os.environ.get('VISPE_CONTRACT_PLUGIN')
@@ -243,3 +244,16 @@ def test_a_hook_may_keep_state_on_the_encoding() -> None:
     assert vit.encoding.last_grid == (3, 5)
     with pytest.raises(AttributeError, match="Recording has no option 'thetta'. Did you mean theta"):
         vit.encoding.thetta = 10.0
+
+
+@pytest.mark.parametrize('mode', ['eval', 'train'])
+@pytest.mark.parametrize('name, cfg', CASES, ids=IDS)
+def test_a_forward_reads_nothing_back_to_the_host(name, cfg, mode) -> None:
+    """As on a GPU (value checks skip device tensors; tests/host_sync.py): no value of a tensor goes back to Python
+    during a forward, so the host never waits for the device."""
+    host = fixture(name)
+    model = host.build(cfg).train(mode == 'train')
+    inputs = host.inputs(torch.float32)
+    with as_on_a_gpu():
+        out = run(model, inputs)
+    assert torch.isfinite(out).all()

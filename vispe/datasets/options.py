@@ -4,9 +4,10 @@ They run before any file is read, so a bad config fails at once, and change noth
 """
 from __future__ import annotations
 
-import difflib
 import numbers
 from typing import Any, Sequence
+
+from vispe.geometry import checks
 
 
 def check_positive_int(owner: str, name: str, value: Any) -> int:
@@ -38,11 +39,7 @@ def check_non_negative_int(owner: str, name: str, value: Any) -> int:
 
 def check_choice(owner: str, name: str, value: Any, choices: Sequence[str]) -> str:
     """``value`` if it is one of ``choices``, else a ValueError naming the closest choice."""
-    if value in choices:
-        return value
-    close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.5)
-    hint = f' Did you mean {close[0]!r}?' if close else ''
-    raise ValueError(f'{owner} {name} must be one of {tuple(choices)}; got {value!r}.{hint}')
+    return checks.check_choice(f'{owner} {name}', value, choices)
 
 
 def check_crop_scale(owner: str, name: str, value: Any) -> tuple[float, float]:

@@ -11,6 +11,8 @@ from vispe.encodings.options import Option, model_facts
 from vispe.encodings.rotary import angles_to_cis, rotate_pairs
 from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions
+from vispe.geometry.checks import checking_values
+from vispe.geometry.device_constants import device_constant
 from vispe.registry import ENCODINGS
 
 VARIANTS = ('AP', 'LD')
@@ -140,7 +142,7 @@ class ComRoPE(PositionEncoding):
             coords = coords + (torch.randn_like(coords) * self.perturbation * 0.5).clamp(-0.5, 0.5)
         sizes = extent_of.real_grid_sizes()
         if sizes is None:
-            extent = coords.new_tensor(extent_of.require_grid('ComRoPE'))
+            extent = device_constant(extent_of.require_grid('ComRoPE'), coords)
         else:
             extent = sizes[:, None, :].to(coords.dtype)
         normalised = (coords + 0.5) / extent
@@ -194,9 +196,10 @@ class ComRoPE(PositionEncoding):
     @staticmethod
     def has_eigenbasis(skew: torch.Tensor) -> bool:
         """Whether every block's spectrum is separated (see :func:`spectral_gap`). While torch.compile or
-        torch.export trace the model the check is an assertion inside the graph instead of a branch."""
+        torch.export trace the model, and on a GPU (where a branch on the value would make the host wait; see
+        :func:`~vispe.geometry.checks.checking_values`), the check is a device-side assertion instead of a branch."""
         gap = spectral_gap(skew.detach())
-        if TableCache.tracing():
+        if TableCache.tracing() or not checking_values(skew):
             torch._assert_async(gap > SPECTRAL_GAP, 'ComRoPE: a block has repeated or zero rotation rates, whose '
                                                     'eigenbasis is undefined; run this model without compiling')
             return True

@@ -10,6 +10,7 @@ from torch import nn
 from vispe.encodings.base import AbsoluteEncoding
 from vispe.encodings.options import Option, model_facts
 from vispe.geometry import Positions
+from vispe.geometry.device_constants import device_constant
 from vispe.registry import ENCODINGS
 
 
@@ -75,7 +76,7 @@ class FourierFeatures(AbsoluteEncoding):
         centres = pos.patch_coords() + 0.5
         if self.normalize:
             sizes = pos.real_grid_sizes()
-            extent = centres.new_tensor(pos.grid_size) if sizes is None else sizes[:, None, :].to(centres.dtype)
+            extent = device_constant(pos.grid_size, centres) if sizes is None else sizes[:, None, :].to(centres.dtype)
             centres = centres / extent
         return centres
 

@@ -41,6 +41,7 @@ from vispe.encodings.rotary import angles_to_cis, rotate_pairs
 from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions
 from vispe.geometry.cameras import rigid_inverse
+from vispe.geometry.device_constants import device_constant
 from vispe.geometry.grid import grid_coords
 from vispe.registry import ENCODINGS
 
@@ -194,12 +195,12 @@ class GTA(PositionEncoding):
             if pos.coords is None:
                 cells = grid_coords(pos.grid_size, device=pos.device, offset=0.5, normalize=True)
                 return cells.repeat(pos.num_views, 1)
-            return (pos.coords.float() + 0.5) / torch.tensor(pos.grid_size, dtype=torch.float32, device=pos.device)
+            return (pos.coords.float() + 0.5) / device_constant(pos.grid_size, pos.coords, torch.float32)
         if pos.coords is None or pos.coords.shape[-1] != 2:
             got = 'none' if pos.coords is None else f'D = {pos.coords.shape[-1]}'
             raise ValueError(f'GTA needs image coordinates: a grid, or Positions.coords (row, col) in pixels of the '
                              f'view\'s image; got {got}.')
-        size = torch.tensor(pos.camera.cameras.image_size, dtype=torch.float32, device=pos.device)
+        size = device_constant(pos.camera.cameras.image_size, pos.coords, torch.float32)
         return pos.coords.float() / size
 
     def tables(self, pos: Positions) -> GTATables:

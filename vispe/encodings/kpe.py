@@ -24,8 +24,9 @@ from torch import nn
 
 from vispe.encodings.base import AbsoluteEncoding, apply_learned
 from vispe.encodings.options import Option, model_fact
-from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions
+from vispe.geometry.checks import checking_values
+from vispe.geometry.device_constants import device_constant
 from vispe.registry import ENCODINGS
 
 __all__ = ['KPE', 'check_crops', 'kpe_angles', 'kpe_center_corner', 'kpe_dense', 'kpe_features']
@@ -166,11 +167,12 @@ class KPE(AbsoluteEncoding):
         if cameras.num_views != 1:
             raise ValueError(f'KPE encodes crops of one image each; the cameras have {cameras.num_views} views.')
         intrinsics = cameras.intrinsics[:, 0]
-        if not TableCache.tracing():  # the checks read values back to the host
+        if checking_values(boxes):  # the checks read values back to the host
             check_crops(boxes, intrinsics, cameras.image_size)
         if not self.use_intrinsics:
             height, width = cameras.image_size
-            nominal = intrinsics.new_tensor([[width, 0, (width - 1) / 2], [0, width, (height - 1) / 2], [0, 0, 1]])
+            nominal = device_constant([[width, 0, (width - 1) / 2], [0, width, (height - 1) / 2], [0, 0, 1]],
+                                      intrinsics)
             intrinsics = nominal.expand_as(intrinsics)
         return boxes.float(), intrinsics
 

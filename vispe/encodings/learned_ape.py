@@ -10,8 +10,8 @@ from torch import nn
 
 from vispe.encodings.base import PositionEncoding, add_to_positioned
 from vispe.encodings.options import Option, Search, model_facts
-from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions, to_2tuple
+from vispe.geometry.checks import checking_values
 from vispe.registry import ENCODINGS
 
 # F.interpolate modes for a 2D grid, and those that can antialias.
@@ -127,7 +127,7 @@ class LearnedAPE(PositionEncoding):
         """
         cells = coords.round().long()
         rows, cols = cells[..., 0], cells[..., 1]
-        if not TableCache.tracing():
+        if checking_values(coords):
             self.check_cells(coords, cells)
         prefix = self.table_prefix_tokens
         table = self.pos_embed[0, prefix + rows * self.grid_size[1] + cols]
@@ -138,8 +138,9 @@ class LearnedAPE(PositionEncoding):
         return table
 
     def check_cells(self, coords: torch.Tensor, cells: torch.Tensor) -> None:
-        """Refuse explicit positions off the integer cells or outside the table. Eager only: the checks read the
-        values on the host, which a traced graph cannot (RPE-2D, the one caller, makes integer cells in range)."""
+        """Refuse explicit positions off the integer cells or outside the table. Where
+        :func:`~vispe.geometry.checks.checking_values` allows only: the checks read the values on the host, which a
+        traced graph cannot and a GPU should not wait for (RPE-2D, the one caller, makes integer cells in range)."""
         if not torch.equal(cells.to(coords.dtype), coords):
             raise ValueError('LearnedAPE reads explicit positions only at integer cells of its table; use an '
                              'encoding that evaluates coordinates (SinCos2D, FourierFeatures, RoPE) for others.')

@@ -16,7 +16,6 @@ from vispe.encodings.base import apply_learned
 from vispe.encodings.camera import (CameraEncoding, adapted_sine, inverse_sigmoid, multiview_grid, pointwise_mlp,
                                     pos2posemb3d, query_mlp)
 from vispe.encodings.options import Option, model_fact
-from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions, depth_bins, frustum_pixels, homogeneous_pixels, lift, normalize_points
 from vispe.registry import ENCODINGS
 
@@ -132,13 +131,15 @@ class PETR(CameraEncoding):
 
     def ray_inputs(self, pos: Positions) -> torch.Tensor:
         """(B·V, 3·D, h, w) the input of ``position_encoder``: the normalised frustum, inverse-sigmoided, channel
-        3k + axis. It depends on the rig alone, so it is cached per rig (:attr:`Cameras.fingerprint`) and grid:
-        a fixed rig at inference pays for it once."""
+        3k + axis. It depends on the rig alone, so it is cached per rig (:meth:`Cameras.host_fingerprint`) and
+        grid: a fixed rig at inference pays for it once. Cameras whose fingerprint would make the host wait for a
+        GPU (built there, not moved from the CPU) and traced models build it in every forward."""
         multiview_grid(pos, 'PETR')
-        if TableCache.tracing():  # the rig's fingerprint reads the cameras back to the host
+        rig = pos.camera.cameras.host_fingerprint()
+        if rig is None:
             return self._build_ray_inputs(pos)
         return self.cached_table('ray_inputs', pos, lambda: self._build_ray_inputs(pos), across_forwards=True,
-                                 key=pos.camera.cameras.fingerprint)
+                                 key=rig)
 
     def _build_ray_inputs(self, pos: Positions) -> torch.Tensor:
         frustum = self.frustum(pos)

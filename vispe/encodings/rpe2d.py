@@ -104,8 +104,8 @@ class RPE2D(PositionEncoding):
     def expected_axis(self, cells: int, real: torch.Tensor, limit: int) -> torch.Tensor:
         """(B, cells) expected positions along one axis of ``limit`` for B images with ``real`` (B,) cells each;
         cells past an image's real extent continue its spacing, clamped to the range."""
-        steps = torch.arange(1, cells + 1, dtype=torch.float64)
-        positions = (steps * (limit + 1) / (real.double()[:, None].cpu() + 1) - 1).clamp(max=limit - 1).float()
+        steps = torch.arange(1, cells + 1, dtype=torch.float64, device=real.device)
+        positions = (steps * (limit + 1) / (real.double()[:, None] + 1) - 1).clamp(max=limit - 1).float()
         return positions.round() if isinstance(self.base, LearnedAPE) else positions
 
     def check_grid(self, grid_size: Sequence[int]) -> None:
@@ -153,8 +153,7 @@ class RPE2D(PositionEncoding):
             if not pos.has_default_coords:
                 return pos
             sizes = pos.real_grid_sizes()
-            if (not self.training and self._fixed is None and self.eval_positions == 'expected' and sizes is not None
-                    and bool((sizes != sizes.new_tensor(pos.grid_size)).any())):
+            if not self.training and self._fixed is None and self.eval_positions == 'expected' and sizes is not None:
                 coords = self.expected_positions_per_image(sizes, pos.grid_size)
             else:
                 rows, cols = self.rows_and_cols(pos.grid_size)

@@ -26,6 +26,7 @@ from vispe.encodings.options import Option, model_fact
 from vispe.encodings.tables import TableCache
 from vispe.encodings.xyz import points_and_bounds
 from vispe.geometry import Positions
+from vispe.geometry.checks import checking_values
 from vispe.registry import ENCODINGS
 
 __all__ = ['TriPlane', 'contract', 'nearest_neighbors', 'sample_triplane', 'triplane_coords']
@@ -57,7 +58,7 @@ def triplane_coords(xyz: torch.Tensor, low: torch.Tensor, high: torch.Tensor,
                                            for a, b in CORNER_AXES], dim=-1) for corner in (low, high)]).amin(0)
     if radius is not None:
         corners_sq = corners_sq.clamp_max((radius / 2) ** 2)
-    if not TableCache.tracing() and not bool((corners_sq > 0).all()):  # a check that reads a value back
+    if checking_values(corners_sq) and not bool((corners_sq > 0).all()):  # a check that reads a value back
         raise ValueError('TriPlane sizes each plane by the nearer of the scene\'s two corners to the origin, and a '
                          'corner lies on an axis plane through the origin (zero extent): give points around the '
                          'origin, as TC-GS\'s scenes are, or build the encoding with centered=True.')

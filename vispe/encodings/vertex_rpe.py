@@ -18,6 +18,7 @@ from torch import nn
 from vispe.encodings.base import PositionEncoding
 from vispe.encodings.options import Option, model_facts
 from vispe.geometry import Positions, check_boxes, pad_prefix
+from vispe.geometry.device_constants import device_constant
 from vispe.registry import ENCODINGS
 
 # (8, 3) signs of the (l/2, w/2, h/2) offsets of V-DETR's box vertices in the box frame (x along the heading,
@@ -33,7 +34,7 @@ def vertex_corners(boxes: torch.Tensor) -> torch.Tensor:
     """The 8 vertices of (..., 7) boxes (x, y, z, l, w, h, yaw; yaw counter-clockwise about +z) in V-DETR's
     order (:data:`VERTEX_SIGNS`): (..., 8, 3)."""
     boxes = check_boxes(boxes)
-    offsets = VERTEX_SIGNS.to(boxes) * boxes[..., None, 3:6] / 2
+    offsets = device_constant(VERTEX_SIGNS, boxes) * boxes[..., None, 3:6] / 2
     cos, sin = torch.cos(boxes[..., 6:7]), torch.sin(boxes[..., 6:7])
     x = cos * offsets[..., 0] - sin * offsets[..., 1]
     y = sin * offsets[..., 0] + cos * offsets[..., 1]

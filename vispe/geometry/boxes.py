@@ -17,6 +17,7 @@ from kornia.geometry.conversions import axis_angle_to_quaternion, quaternion_to_
 from kornia.geometry.linalg import transform_points
 
 from vispe.geometry.cameras import no_autocast
+from vispe.geometry.device_constants import device_constant
 
 __all__ = ['BOX_CORNER_SIGNS', 'box_corners', 'boxes_from_mmdet3d_legacy', 'boxes_from_nuscenes', 'boxes_to_nuscenes',
            'check_boxes', 'check_gravity_similarity', 'transform_boxes', 'wrap_angle']
@@ -45,7 +46,7 @@ def check_boxes(boxes: torch.Tensor, name: str = 'boxes') -> torch.Tensor:
 def box_corners(boxes: torch.Tensor) -> torch.Tensor:
     """The 8 corners of (..., 7) boxes: (..., 8, 3), in the order of :data:`BOX_CORNER_SIGNS`."""
     boxes = check_boxes(boxes)
-    signs = BOX_CORNER_SIGNS.to(boxes)
+    signs = device_constant(BOX_CORNER_SIGNS, boxes)
     offsets = signs * boxes[..., None, 3:6] / 2
     cos, sin = torch.cos(boxes[..., 6:7]), torch.sin(boxes[..., 6:7])
     x = cos * offsets[..., 0] - sin * offsets[..., 1]

@@ -2,9 +2,12 @@
 
 Conventions (docs/geometry.md): column vectors; the scene ("lidar") frame is x forward, y left, z up;
 the camera frame is OpenCV's (x right, y down, z forward); pixel centres sit at integer (u, v).
-Matrices are checked where the :class:`Cameras` is built (except while torch.compile, torch.export or torch.fx
-trace a model: the checks read values back to the host); every projection runs in float32 or better with autocast
-off, inverses in float64, and returns float32.
+Matrices are checked where the :class:`Cameras` is built from host tensors (the checks read values back, so they
+follow :func:`vispe.geometry.checks.checking_values`: skipped while torch.compile, torch.export or torch.fx trace a
+model and, by default, for tensors on a GPU; :meth:`Cameras.from_data_samples` checks the calibration on the CPU
+before it moves the cameras); every projection runs in float32 or better with autocast off, inverses in float64
+(``torch.linalg.inv_ex``: no error check that would wait for a GPU; singular matrices are refused where cameras
+are built), and returns float32.
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ from typing import Any, Callable, Generic, TypeVar
 import torch
 from kornia.geometry.linalg import inverse_transformation, transform_points
 
-from vispe.geometry.checks import check_finite, size_pair, tracing
+from vispe.geometry.checks import check_finite, checking_values, on_host, size_pair, tracing
+from vispe.geometry.device_constants import host_to_device
 
 __all__ = ['Cameras', 'tracing']
 
@@ -85,12 +89,12 @@ def inverse_3x3(matrix: torch.Tensor) -> torch.Tensor:
 def affine_inverse(matrix: torch.Tensor) -> torch.Tensor:
     """Inverse of (..., n, n) matrices ``[[A, t], [0, 1]]`` in float64: ``[[A^-1, -A^-1 t], [0, 1]]``.
 
-    The last row of the result is exactly (0, ..., 0, 1). ``A^-1`` is ``torch.linalg.inv``'s, or, while a model is
+    The last row of the result is exactly (0, ..., 0, 1). ``A^-1`` is ``torch.linalg.inv_ex``'s, or, while a model is
     traced and A is 3×3, :func:`inverse_3x3`'s (every exporter has its operations).
     """
     matrix = matrix.double()
     linear = matrix[..., :-1, :-1]
-    inv_a = inverse_3x3(linear) if tracing() and linear.shape[-1] == 3 else torch.linalg.inv(linear)
+    inv_a = inverse_3x3(linear) if tracing() and linear.shape[-1] == 3 else torch.linalg.inv_ex(linear).inverse
     top = torch.cat([inv_a, -(inv_a @ matrix[..., :-1, -1:])], dim=-1)
     return torch.nn.functional.pad(top, (0, 0, 0, 1)) + _unit_corner(matrix.shape[-1], matrix)
 
@@ -175,7 +179,7 @@ class Cameras:
         object.__setattr__(self, 'lidar2cam', lidar2cam.to(torch.float32))
         object.__setattr__(self, 'scene_transform', scene.to(torch.float32).contiguous())
         object.__setattr__(self, 'image_size', size)
-        if not tracing():
+        if checking_values(intrinsics):
             with no_autocast(intrinsics.device):
                 self._validate(intrinsics.double(), lidar2cam.double(), scene.double())
 
@@ -223,7 +227,9 @@ class Cameras:
         Each dict holds ``intrinsics`` or ``cam2img`` (V, 3, 3) or (V, 4, 4) (a 4×4 must be
         ``viewpad(K)``), ``lidar2cam`` (V, 4, 4), ``pad_shape`` or ``img_shape`` ((H, W), (H, W, C),
         or one per view; ``pad_shape`` wins) and optionally ``scene_transform`` (4, 4). Values may be
-        tensors, numpy arrays or lists. All samples must have the same number of views and image size.
+        tensors, numpy arrays or lists. All samples must have the same number of views and image size. The
+        cameras are built and checked where the values are (numpy arrays and lists: the CPU), then moved to
+        ``device``.
         """
         if not samples:
             raise ValueError('from_data_samples needs at least one sample')
@@ -233,7 +239,7 @@ class Cameras:
             if key not in sample or 'lidar2cam' not in sample:
                 raise ValueError(f'sample {i} needs keys "intrinsics" (or "cam2img") and "lidar2cam"; '
                                  f'it has {sorted(sample)}')
-            k = torch.as_tensor(sample[key], dtype=torch.float64, device=device)
+            k = torch.as_tensor(sample[key], dtype=torch.float64)
             if k.ndim != 3 or k.shape[-2:] not in ((3, 3), (4, 4)):
                 raise ValueError(f'sample {i}: {key} must have shape (V, 3, 3) or (V, 4, 4), got {tuple(k.shape)}')
             if k.shape[-1] == 4:
@@ -259,7 +265,8 @@ class Cameras:
                           torch.as_tensor(scene, dtype=torch.float64, device=k.device))
             intrinsics.append(k)
             lidar2cam.append(ext)
-        return cls(torch.stack(intrinsics), torch.stack(lidar2cam), sizes[0], torch.stack(scenes))
+        cameras = cls(torch.stack(intrinsics), torch.stack(lidar2cam), sizes[0], torch.stack(scenes))
+        return cameras if device is None else cameras.to(device)
 
     @classmethod
     def from_batch(cls, samples: Sequence[Mapping[str, Any]] | None,
@@ -332,6 +339,13 @@ class Cameras:
         matrices = [matrix.detach().reshape(-1).cpu() for matrix in self._exact]
         return torch.cat([header, *matrices]).numpy().tobytes()
 
+    def host_fingerprint(self) -> bytes | None:
+        """:attr:`fingerprint` where it costs no device wait (cameras on the CPU, or moved from it by :meth:`to`),
+        else None (cameras built from GPU tensors; never while tracing)."""
+        if tracing() or not (on_host(self.intrinsics) or 'fingerprint' in vars(self)):
+            return None
+        return self.fingerprint
+
     @cached_attribute
     def img2lidar(self) -> torch.Tensor:
         """(B, V, 4, 4) inverse of :attr:`lidar2img`, computed in float64 from the float64 ``lidar2img`` as PETR
@@ -340,7 +354,7 @@ class Cameras:
         row of ``lidar2cam`` is (0, 0, 0, 1)), whose operations every exporter has (ONNX has no matrix inverse)."""
         with no_autocast(self.device):
             lidar2img = viewpad(self._exact[0]) @ self._extrinsics64()
-            return (affine_inverse(lidar2img) if tracing() else torch.linalg.inv(lidar2img)).float()
+            return (affine_inverse(lidar2img) if tracing() else torch.linalg.inv_ex(lidar2img).inverse).float()
 
     def project(self, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Scene-frame points to pixels and depths.
@@ -428,10 +442,17 @@ class Cameras:
         return replace(self, intrinsics=intrinsics[index], lidar2cam=lidar2cam[index], scene_transform=scene[index])
 
     def to(self, device: torch.device | str) -> Cameras:
-        """The same cameras on ``device``."""
+        """The same cameras on ``device`` (checked again only where :func:`~vispe.geometry.checks.checking_values`
+        allows; cameras moved from the host keep their host-computed :attr:`fingerprint`, so a GPU never waits for
+        it)."""
+        if torch.device(device) == self.device:
+            return self
         intrinsics, lidar2cam, scene = self._exact
-        return replace(self, intrinsics=intrinsics.to(device), lidar2cam=lidar2cam.to(device),
-                       scene_transform=scene.to(device))
+        moved = replace(self, intrinsics=host_to_device(intrinsics, device),
+                        lidar2cam=host_to_device(lidar2cam, device), scene_transform=host_to_device(scene, device))
+        if on_host(intrinsics) and not tracing():
+            moved.__dict__['fingerprint'] = self.fingerprint
+        return moved
 
 
 def _image_size(sample: Mapping[str, Any], index: int) -> tuple[int, int]:

@@ -2,20 +2,80 @@
 wrong, the value seen, and how to fix it.
 
 Value checks read tensors back to the host, so they run only where :func:`checking_values` allows it: never while
-torch.compile, torch.export, torch.fx or torch.jit trace a model, nor on meta tensors. Checks of shapes, sizes and
-Python numbers are free and always run.
+torch.compile, torch.export, torch.fx or torch.jit trace a model, nor on meta tensors, and, by default, only for
+tensors in host memory: a read-back of a GPU tensor makes the host wait for the GPU (a sync per check, per forward).
+Data is checked where it enters, on the CPU (the collate functions and the data preprocessor), so a model on a GPU
+forwards without waiting; :func:`set_value_checks` ``('always')`` checks GPU tensors too (for debugging). Checks of
+shapes, sizes and Python numbers are free and always run.
 """
 from __future__ import annotations
 
+import contextlib
+import difflib
 import math
 import numbers
+import os
+from collections.abc import Iterator
 from typing import Any, Sequence
 
 import torch
 import torch.fx
 
-__all__ = ['check_boxes', 'check_depth_range', 'check_finite', 'check_poses', 'checking_values', 'positive_int',
-           'size_pair', 'tracing']
+__all__ = ['VALUE_CHECK_MODES', 'check_boxes', 'check_choice', 'check_depth_range', 'check_finite', 'check_poses',
+           'checking_values', 'host_scalar', 'on_host', 'positive_int', 'set_value_checks', 'size_pair', 'tracing',
+           'value_checks']
+
+VALUE_CHECK_MODES = ('host', 'always')
+HOST_DEVICES = frozenset({'cpu'})
+_mode = {'value_checks': 'host'}
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices``, else a ValueError naming ``name`` and the closest choice."""
+    if value in choices:
+        return value
+    close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.5)
+    hint = f' Did you mean {close[0]!r}?' if close else ''
+    raise ValueError(f'{name} must be one of {tuple(choices)}; got {value!r}.{hint}')
+
+
+def set_value_checks(mode: str) -> str:
+    """Where vispe's value checks (finite pixels, mask layouts, camera calibrations, point clouds...) run, and
+    return the previous mode:
+
+    - ``'host'`` (default): on tensors in host memory, that is on the CPU and where data enters (collate functions,
+      the data preprocessor); a forward on a GPU never waits for the host;
+    - ``'always'``: on GPU tensors too; each check reads a value back, so the GPU waits for the host at every check
+      (for debugging inputs built on the GPU). The environment variable ``VISPE_VALUE_CHECKS`` sets the default.
+    """
+    previous, _mode['value_checks'] = _mode['value_checks'], check_choice('value checks', mode, VALUE_CHECK_MODES)
+    return previous
+
+
+@contextlib.contextmanager
+def value_checks(mode: str) -> Iterator[None]:
+    """:func:`set_value_checks` for the ``with`` block."""
+    previous = set_value_checks(mode)
+    try:
+        yield
+    finally:
+        set_value_checks(previous)
+
+
+_read_item = torch.Tensor.item
+
+
+def host_scalar(x: torch.Tensor) -> int | float | bool:
+    """The Python number of a one-element tensor that lives on the host by construction (a draw from torch's CPU
+    generator deciding a training step's branch): reading it makes no device wait. A tensor elsewhere is refused."""
+    if x.device.type != 'cpu':
+        raise ValueError(f'host_scalar reads host tensors only; this one is on {x.device} (reading it would make the '
+                         f'host wait for the device): draw it on the CPU.')
+    return _read_item(x)
+
+
+if os.environ.get('VISPE_VALUE_CHECKS'):
+    set_value_checks(os.environ['VISPE_VALUE_CHECKS'])
 
 
 def tracing() -> bool:
@@ -26,8 +86,16 @@ def tracing() -> bool:
 
 def checking_values(x: torch.Tensor) -> bool:
     """Whether value checks that read ``x`` back to the host run: not while a model is traced or compiled (torch.jit
-    included) and not for meta tensors."""
-    return not (tracing() or torch.jit.is_tracing() or x.device.type == 'meta')
+    included), not for meta tensors, and for a tensor off the host (a GPU's) only with :func:`set_value_checks`
+    ``('always')``."""
+    if tracing() or torch.jit.is_tracing() or x.device.type == 'meta':
+        return False
+    return on_host(x) or _mode['value_checks'] == 'always'
+
+
+def on_host(x: torch.Tensor | torch.device) -> bool:
+    """Whether ``x`` (a tensor, or a device) is in host memory, where reading values makes no device wait."""
+    return (x if isinstance(x, torch.device) else x.device).type in HOST_DEVICES
 
 
 def positive_int(value: Any, name: str, fix: str, minimum: int = 1) -> int:

@@ -14,6 +14,7 @@ import torch
 
 from vispe.geometry.cameras import DEPTH_EPS, Cameras, no_autocast
 from vispe.geometry.checks import check_depth_range, check_finite, size_pair
+from vispe.geometry.device_constants import device_constant
 
 __all__ = ['depth_bins', 'depth_map_points', 'frustum_pixels', 'frustum_points', 'homogeneous_pixels', 'lift',
            'normalize_points']
@@ -131,7 +132,7 @@ def normalize_points(points: torch.Tensor, position_range: Sequence[float]) -> t
     if len(position_range) != 6 or any(hi <= lo for lo, hi in zip(position_range[:3], position_range[3:])):
         raise ValueError(f'position_range must be (xmin, ymin, zmin, xmax, ymax, zmax) with max > min on every '
                          f'axis, got {position_range}')
-    low = torch.tensor(position_range[:3], dtype=torch.float32, device=points.device)
-    extent = torch.tensor([float(hi) - float(lo) for lo, hi in zip(position_range[:3], position_range[3:])],
-                          dtype=torch.float32, device=points.device)
+    low = device_constant(position_range[:3], points, torch.float32)
+    extent = device_constant([float(hi) - float(lo) for lo, hi in zip(position_range[:3], position_range[3:])],
+                             points, torch.float32)
     return (points.float() - low) / extent

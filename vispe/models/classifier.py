@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from mmengine.model import BaseModel, initialize
 from timm.data import Mixup
 
+from vispe.models.entry_checks import CheckedDataPreprocessor, entry_checks
 from vispe.registry import MODELS
 
 
@@ -35,10 +36,12 @@ class ImageClassifier(BaseModel):
                  batch_augment: dict | None = None, head_bias_init: float | None = None,
                  encoding_losses: dict[str, float] | None = None, data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
-        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        super().__init__(data_preprocessor=data_preprocessor or entry_checks(), init_cfg=init_cfg)
         if loss not in ('ce', 'bce'):
             raise ValueError(f"loss must be 'ce' or 'bce'; got {loss!r}.")
         self.backbone = MODELS.build(backbone) if isinstance(backbone, dict) else backbone
+        if isinstance(self.data_preprocessor, CheckedDataPreprocessor):
+            self.data_preprocessor.nonfinite_inputs = getattr(self.backbone, 'nonfinite_inputs', 'raise')
         self.label_smoothing = label_smoothing
         self.loss = loss
         self.mixup = Mixup(**batch_augment) if batch_augment else None

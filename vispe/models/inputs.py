@@ -8,12 +8,11 @@ compiling, where a data-dependent branch would break the graph, and on the meta 
 """
 from __future__ import annotations
 
-import difflib
 import warnings
 
 import torch
 
-from vispe.geometry.checks import checking_values
+from vispe.geometry.checks import check_choice, checking_values, tracing
 
 NONFINITE_OPTIONS = ('raise', 'warn', 'ignore')
 AUTOCAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -21,11 +20,7 @@ AUTOCAST_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 def check_nonfinite_option(value: str) -> str:
     """``value`` if it is one of :data:`NONFINITE_OPTIONS`, else a ValueError naming the closest."""
-    if value in NONFINITE_OPTIONS:
-        return value
-    close = difflib.get_close_matches(str(value), NONFINITE_OPTIONS, n=1, cutoff=0.5)
-    hint = f' Did you mean {close[0]!r}?' if close else ''
-    raise ValueError(f'nonfinite_inputs must be one of {NONFINITE_OPTIONS}; got {value!r}.{hint}')
+    return check_choice('nonfinite_inputs', value, NONFINITE_OPTIONS)
 
 
 def value_checks_enabled(x: torch.Tensor) -> bool:
@@ -69,16 +64,21 @@ def check_dtype(x: torch.Tensor, param_dtype: torch.dtype | None) -> None:
                     f'(x.to({param_dtype})) or the model (model.to({x.dtype})){autocast}.')
 
 
-def check_finite(x: torch.Tensor, nonfinite: str) -> None:
-    """Raise, warn or do nothing (``nonfinite``) when ``x`` holds NaN or ±inf; one reduction when clean."""
-    if check_nonfinite_option(nonfinite) == 'ignore' or not value_checks_enabled(x):
+def check_finite(x: torch.Tensor, nonfinite: str, entering: torch.device | None = None) -> None:
+    """Raise, warn or do nothing (``nonfinite``) when ``x`` holds NaN or ±inf; one reduction when clean.
+    ``entering``: the device a batch's inputs are about to move to (the data preprocessor's check), named in the
+    message instead of the images (the batch is in host memory then, so it is checked unless traced)."""
+    checked = value_checks_enabled(x) if entering is None else not tracing()
+    if check_nonfinite_option(nonfinite) == 'ignore' or not checked:
         return
     if bool(torch.isfinite(x).all()):
         return
     nan, inf = int(torch.isnan(x).sum()), int(torch.isinf(x).sum())
-    first = int(torch.nonzero(~torch.isfinite(x).flatten(1).all(1))[0, 0])
-    message = (f'The images hold {nan} NaN and {inf} infinite pixel values (the first in image {first} of the '
-               f'batch); the model would output NaN. Check the data pipeline (a zero std in the normalisation, a '
+    first = int(torch.nonzero(~torch.isfinite(x).flatten(1).all(1))[0, 0]) if x.ndim > 1 else 0
+    what = (f'The batch\'s inputs hold {nan} NaN and {inf} infinite values (the first in sample {first}), found '
+            f'where the batch enters the model (before it moves to {entering})' if entering is not None else
+            f'The images hold {nan} NaN and {inf} infinite pixel values (the first in image {first} of the batch)')
+    message = (f'{what}; the model would output NaN. Check the data pipeline (a zero std in the normalisation, a '
                f'corrupt file, values beyond the float16 range), or build the model with '
                f'nonfinite_inputs=\'warn\' or \'ignore\' (also an attribute: model.nonfinite_inputs).')
     if nonfinite == 'raise':

@@ -16,6 +16,7 @@ from vispe.encodings.seqpe.losses import contrastive_loss, distillation_loss
 from vispe.encodings.seqpe.samplers import contrastive_positions, distillation_positions
 from vispe.encodings.seqpe.tokens import check_positions_fit, digit_tokens
 from vispe.geometry import Positions, grid_coords, to_2tuple
+from vispe.geometry.checks import host_scalar
 from vispe.registry import ENCODINGS
 
 APPLY_MODES = ('attn_mul', 'add')
@@ -160,9 +161,10 @@ class SeqPE(PositionEncoding):
         """(S, N, C): this forward's embeddings of the grid (S shifted copies in a shifted training step)."""
         grid = pos.grid_size
         self.last_step_shifted, self._teacher = False, None
-        if self.training and self.shift_rate > 0 and float(torch.rand(())) < self.shift_rate:
+        if self.training and self.shift_rate > 0 and host_scalar(torch.rand((), device='cpu')) < self.shift_rate:
             check_positions_fit(max(grid) - 1, self.max_digits, 'SeqPE')
-            first = int(torch.randint(0, max(1, len(self.shift_starts) - self.shift_grids + 1), ()))
+            choices = max(1, len(self.shift_starts) - self.shift_grids + 1)
+            first = host_scalar(torch.randint(0, choices, (), device='cpu'))
             starts = self.shift_starts[first:first + self.shift_grids].to(pos.device)
             starts = torch.minimum(starts, starts.new_tensor([10 ** self.max_digits - side for side in grid]))
             self.last_step_shifted = True
@@ -237,7 +239,7 @@ class SeqPE(PositionEncoding):
         its teachers are the training grid's embeddings of the step's forward (detached)."""
         rank = torch.distributed.get_rank() if torch.distributed.is_available() and \
             torch.distributed.is_initialized() else 0
-        rng = random.Random(int(torch.randint(0, 2 ** 62, ())) + rank)
+        rng = random.Random(host_scalar(torch.randint(0, 2 ** 62, (), device='cpu')) + rank)
         device = self.encoder.out_proj.weight.device
         losses = {}
         if 'contrastive' in names:

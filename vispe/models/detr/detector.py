@@ -13,6 +13,7 @@ from vispe.geometry import Cameras
 from vispe.models.detr.criterion import SetCriterion
 from vispe.models.detr.matcher import HungarianMatcher
 from vispe.models.detr.transformer import DETRDecoder, DETREncoder
+from vispe.models.entry_checks import entry_checks
 from vispe.models.inputs import check_image_batch, check_nonfinite_option, check_pixel_masks
 from vispe.registry import MODELS
 
@@ -66,9 +67,10 @@ class DETR(BaseModel):
     def __init__(self, backbone: dict, num_classes: int, encoder: dict | None = None, decoder: dict | None = None,
                  num_queries: int = 100, embed_dim: int = 256, image_size: int | tuple[int, int] = 800,
                  class_weight: float = 1.0, bbox_weight: float = 5.0, giou_weight: float = 2.0,
-                 eos_coef: float = 0.1, aux_loss: bool = True, nonfinite_inputs: str = 'raise', data_preprocessor: dict | None = None,
+                 eos_coef: float = 0.1, aux_loss: bool = True, nonfinite_inputs: str = 'raise',
+                 data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
-        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        super().__init__(data_preprocessor=data_preprocessor or entry_checks(nonfinite_inputs), init_cfg=init_cfg)
         self.nonfinite_inputs = check_nonfinite_option(nonfinite_inputs)
         self.backbone = MODELS.build(backbone)
         stride = self.backbone.stride

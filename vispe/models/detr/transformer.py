@@ -17,6 +17,7 @@ from vispe.attention import Attention
 from vispe.encodings import (PositionEncoding, build_encoding, check_encoding_fits, register_host,
                              require_position_embedding)
 from vispe.geometry import CameraGeometry, Cameras, Positions, to_2tuple
+from vispe.geometry.device_constants import device_constant
 
 
 ENCODER_HOST = register_host('DETR encoder', provides=('grid', 'cameras'),
@@ -215,7 +216,7 @@ class DETRDecoder(nn.Module):
             return Positions(num_positions=query_pos.shape[1], device=query_pos.device)
         xy = self.reference_points(query_pos).float().sigmoid()
         sizes = pos_k.real_grid_sizes()
-        extent = xy.new_tensor(pos_k.require_grid('The decoder reference points')) if sizes is None else \
+        extent = device_constant(pos_k.require_grid('The decoder reference points'), xy) if sizes is None else \
             sizes[:, None, :].to(xy.dtype)
         coords = xy.flip(-1) * extent - 0.5
         return Positions(num_positions=query_pos.shape[1], device=query_pos.device, coords=coords)

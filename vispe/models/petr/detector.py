@@ -21,7 +21,9 @@ from vispe.encodings import PositionEncoding, build_encoding, check_encoding_fit
 from vispe.encodings.camera import inverse_sigmoid
 from vispe.encodings.hosts import EncodingHostError
 from vispe.geometry import CameraGeometry, Cameras, Positions, SceneGeometry
+from vispe.geometry.device_constants import device_constant, host_to_device
 from vispe.models.box3d_targets import box3d_targets
+from vispe.models.entry_checks import entry_checks
 from vispe.models.inputs import check_image_batch, check_nonfinite_option, value_checks_enabled
 from vispe.models.multiview_encoder import MultiViewEncoder
 from vispe.models.petr.box_coder import denormalize_centers, nms_free_decode, yaw_from_ray_frame
@@ -157,7 +159,7 @@ class PETRDetector(BaseModel):
                  yaw_frame: str = 'ego', local_yaw: dict | None = None, yaw_loss: str = 'l1',
                  data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
-        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        super().__init__(data_preprocessor=data_preprocessor or entry_checks(nonfinite_inputs), init_cfg=init_cfg)
         if len(pc_range) != 6 or any(hi <= lo for lo, hi in zip(pc_range[:3], pc_range[3:])):
             raise ValueError(f'pc_range must be (xmin, ymin, zmin, xmax, ymax, zmax) with max > min; got {pc_range}.')
         self.nonfinite_inputs = check_nonfinite_option(nonfinite_inputs)
@@ -239,8 +241,8 @@ class PETRDetector(BaseModel):
         """The queries' positions for the decoder's encoding: each query posed at its reference point (B, Q, 3)
         in [0, 1] of ``pc_range``, as the rigid transform scene -> query frame ``[[I, −p], [0, 1]]`` with p the
         point in metres (the ego frame's axes)."""
-        low = reference.new_tensor(self.pc_range[:3])
-        point = low + reference * (reference.new_tensor(self.pc_range[3:]) - low)
+        low = device_constant(self.pc_range[:3], reference)
+        point = low + reference * (device_constant(self.pc_range[3:], reference) - low)
         batch, count = point.shape[:2]
         rotation = torch.eye(3, dtype=point.dtype, device=point.device).expand(batch, count, 3, 3)
         top = torch.cat([rotation, -point[..., None]], -1)
@@ -360,7 +362,8 @@ class PETRDetector(BaseModel):
         """(B, V, H, W) depth of every sample when all carry one (``with_depth=True`` in the dataset)."""
         if not data_samples or not all(isinstance(s, Mapping) and 'depth' in s for s in data_samples):
             return None
-        return torch.stack([torch.as_tensor(s['depth'], dtype=torch.float32) for s in data_samples]).to(device)
+        return host_to_device(torch.stack([torch.as_tensor(s['depth'], dtype=torch.float32) for s in data_samples]),
+                              device)
 
     def loss(self, inputs: torch.Tensor, masks: torch.Tensor | None,
              data_samples: list[Mapping[str, Any]] | None) -> dict[str, torch.Tensor]:

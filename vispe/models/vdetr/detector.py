@@ -10,6 +10,7 @@ from torch import nn
 
 from vispe.geometry import Positions, SceneGeometry
 from vispe.models.box3d_targets import box3d_targets
+from vispe.models.entry_checks import entry_checks
 from vispe.models.inputs import value_checks_enabled
 from vispe.models.vdetr.criterion import BoxSetCriterion
 from vispe.models.vdetr.postprocess import check_test_cfg, detections
@@ -56,7 +57,7 @@ class VDETR(BaseModel):
                  encoder: dict | None = None, decoder: dict | None = None, num_queries: int = 128,
                  loss: dict | None = None, test_cfg: dict | None = None, num_yaw_bins: int = 0,
                  data_preprocessor: dict | None = None, init_cfg: dict | None = None) -> None:
-        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        super().__init__(data_preprocessor=data_preprocessor or entry_checks(), init_cfg=init_cfg)
         self.backbone = MODELS.build(dict(dict(type='PointSetAbstraction'), **(backbone or {})))
         if num_queries > self.backbone.num_samples:
             raise ValueError(f'num_queries ({num_queries}) must be at most the point tokens the backbone keeps '
