@@ -30,6 +30,9 @@ def test_card_from_tool_outputs(repo_root, tmp_path) -> None:
     assert f'{top1:.2f}' in card and 'python tools/train.py configs/vit/vit-t4_ape_fmnist-28.py' in card
     assert (zoo / 'ape' / 'ape.pth').is_file()
     assert '| [ape](ape/README.md) |' in (zoo / 'README.md').read_text()
+    evaluation, results = (json.loads(path.read_text())
+                           for path in (out.with_suffix('.json'), zoo / 'ape' / 'results.json'))
+    assert (results['date'], results['commit']) == (evaluation['date'], evaluation['commit']) and results['date']
 
 
 @pytest.mark.slow

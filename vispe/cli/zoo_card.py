@@ -160,7 +160,8 @@ def index_cell(results: dict, size: int) -> str:
 
 def card_results(members: list[tuple[Path, dict]], group: dict | None, report: dict) -> dict:
     """``results.json`` of a card: top-1 (mean and spread for a seed group) per size, and the same for its
-    ``+tuned`` rows when the report has them."""
+    ``+tuned`` rows when the report has them, stamped with the evaluation's date and commit (the run that measured
+    them)."""
     def summary(group: dict | None, runs: list[dict]) -> dict:
         if group is not None:
             return dict(top1={k: v['mean']['top1'] for k, v in group['results'].items()},
@@ -175,7 +176,8 @@ def card_results(members: list[tuple[Path, dict]], group: dict | None, report: d
         results['tuned']['options'] = {run['tuned_from']: {size: choice['options'] for size, choice in
                                                            report['tuning'][run['tuned_from']].items()}
                                        for run in tuned}
-    results.update(command=report['command'], dataset=members[0][1]['dataset'],
+    results.update(date=report.get('date'), commit=report.get('commit'), command=report['command'],
+                   dataset=members[0][1]['dataset'],
                    seeds={work_dir.name: dict(top1={k: v['top1'] for k, v in run['results'].items()},
                                               checkpoint_sha256=run['checkpoint_sha256'])
                           for work_dir, run in members})
