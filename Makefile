@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup demo test test-fast test-min
+.PHONY: setup demo test test-fast test-min gpu-check
 
 setup:
 	@bash tools/setup_env.sh $(VENV)
@@ -23,3 +23,8 @@ test-fast: setup
 test-min:
 	@bash tools/setup_env.sh .venv-min tests/floors.txt
 	.venv-min/bin/python -m pytest -n auto -m "not slow"
+
+# vispe on a CUDA device: the CUDA suite (tests/cuda) and the benchmark rows written to benchmarks/cuda_*;
+# it refuses to run without CUDA (tools/gpu_check.py).
+gpu-check: setup
+	$(PYTHON) tools/gpu_check.py
