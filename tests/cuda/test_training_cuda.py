@@ -17,7 +17,7 @@ SHORT = ['train_cfg.max_epochs=1', 'train_dataloader.dataset.count=1600', 'val_d
 
 def train(command: list[str], work_dir: Path, *options: str) -> None:
     result = subprocess.run([*command, '--work-dir', str(work_dir), '--cfg-options', *SHORT, *options], cwd=REPO_ROOT,
-                            capture_output=True, text=True, timeout=900,
+                            capture_output=True, text=True, timeout=580,
                             env=dict(os.environ, PYTHON=sys.executable))
     assert result.returncode == 0, result.stderr[-4000:]
     assert (work_dir / 'last_checkpoint').is_file()

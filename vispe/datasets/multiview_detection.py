@@ -389,4 +389,5 @@ def multiview_collate(batch: list[dict[str, Any]]) -> dict[str, Any]:
         if 'depth' in sample:
             sample['depth'] = F.pad(sample['depth'], (0, width - w, 0, height - h))
         samples.append(sample)
+    Cameras.from_batch(samples)  # the calibrations checked where they enter, on the host (a forward on a GPU skips it)
     return dict(inputs=inputs, masks=masks, data_samples=samples)

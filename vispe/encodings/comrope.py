@@ -128,6 +128,7 @@ class ComRoPE(PositionEncoding):
         self.cls_position = cls_position
         num_blocks = head_dim // block_size
         self.freqs = nn.Parameter(torch.randn(depth, num_heads, num_blocks, block_size, block_size) * init_std)
+        self._separated: bool | None = None
         if variant == 'LD':
             self.multiplier = nn.Parameter(torch.randn(depth, 2, num_blocks))
         else:
@@ -193,17 +194,22 @@ class ComRoPE(PositionEncoding):
             return angles_to_cis(angles.flatten(-2)), block_diagonal(basis)
         return torch.linalg.matrix_exp(self.generators(pos, extent_of))
 
-    @staticmethod
-    def has_eigenbasis(skew: torch.Tensor) -> bool:
-        """Whether every block's spectrum is separated (see :func:`spectral_gap`). While torch.compile or
-        torch.export trace the model, and on a GPU (where a branch on the value would make the host wait; see
-        :func:`~vispe.geometry.checks.checking_values`), the check is a device-side assertion instead of a branch."""
+    def has_eigenbasis(self, skew: torch.Tensor) -> bool:
+        """Whether every block's spectrum is separated (see :func:`spectral_gap`), read where reading is free: on
+        the host, and remembered for the parameters' version. On a GPU (a read would make the host wait; see
+        :func:`~vispe.geometry.checks.checking_values`) the answer last read on the host stands — a degenerate
+        spectrum keeps ``matrix_exp`` — and an answer of True becomes a device-side assertion; while torch.compile
+        or torch.export trace the model, the same assertion is in the graph."""
         gap = spectral_gap(skew.detach())
-        if TableCache.tracing() or not checking_values(skew):
-            torch._assert_async(gap > SPECTRAL_GAP, 'ComRoPE: a block has repeated or zero rotation rates, whose '
-                                                    'eigenbasis is undefined; run this model without compiling')
-            return True
-        return bool(gap > SPECTRAL_GAP)
+        if checking_values(skew) and not TableCache.tracing():
+            self._separated = bool(gap > SPECTRAL_GAP)
+            return self._separated
+        if self._separated is False and not TableCache.tracing():
+            return False
+        torch._assert_async(gap > SPECTRAL_GAP, 'ComRoPE: a block has repeated or zero rotation rates, whose '
+                                                'eigenbasis is undefined; compile or run the model on a GPU only '
+                                                'with separated rates (vispe.set_value_checks("always") checks them)')
+        return True
 
     def prepare(self, pos: Positions) -> None:
         self.rotations(pos)

@@ -52,7 +52,7 @@ def so2_angles(coords: torch.Tensor, num_freqs: int, max_freq: tuple[float, floa
     """GTA's SO(2) angles of (..., 2) image coordinates (row, col) in [0, 1): (..., 2F), pair p = 2f + a holds
     2π·max_freq[a]·2^(f+1−F)·coords[a] (the reference's ``make_SO2mats`` order)."""
     freqs = 2.0 ** (torch.arange(num_freqs, dtype=torch.float32, device=coords.device) + 1 - num_freqs)
-    scale = torch.tensor(max_freq, dtype=torch.float32, device=coords.device) * (2 * math.pi)
+    scale = device_constant([value * 2 * math.pi for value in max_freq], coords, torch.float32)
     return (coords.float()[..., None, :] * scale * freqs[:, None]).flatten(-2)
 
 

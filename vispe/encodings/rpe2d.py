@@ -12,6 +12,7 @@ from vispe.encodings.learned_ape import LearnedAPE
 from vispe.encodings.options import Option, Search, model_fact
 from vispe.encodings.stack import EncodingStack
 from vispe.geometry import Positions, to_2tuple
+from vispe.geometry.device_constants import host_to_device
 from vispe.registry import ENCODINGS
 
 SUPPORTED_HOOKS = frozenset({'embed', 'rotate'})
@@ -158,7 +159,7 @@ class RPE2D(PositionEncoding):
             else:
                 rows, cols = self.rows_and_cols(pos.grid_size)
                 coords = torch.stack(torch.meshgrid(rows.float(), cols.float(), indexing='ij'), dim=-1).reshape(-1, 2)
-            return pos.updated(coords=coords.to(pos.device))
+            return pos.updated(coords=host_to_device(coords, pos.device))
         return self.cached_table('positions', pos, build, key=self.training)
 
     def prepare(self, pos: Positions) -> None:

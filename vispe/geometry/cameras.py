@@ -244,11 +244,11 @@ class Cameras:
                 raise ValueError(f'sample {i}: {key} must have shape (V, 3, 3) or (V, 4, 4), got {tuple(k.shape)}')
             if k.shape[-1] == 4:
                 off = torch.cat([k[:, :3, 3], k[:, 3, :3]], -1).abs().amax()
-                if off > 1e-6 or (k[:, 3, 3] - 1).abs().amax() > 1e-6:
+                if checking_values(k) and (off > 1e-6 or (k[:, 3, 3] - 1).abs().amax() > 1e-6):
                     raise ValueError(f'sample {i}: the 4×4 {key} is not viewpad(K) (its last row/column must be '
                                      f'(0, 0, 0, 1)); fold the extra translation into lidar2cam')
                 k = k[:, :3, :3]
-            ext = torch.as_tensor(sample['lidar2cam'], dtype=torch.float64, device=k.device)
+            ext = host_to_device(torch.as_tensor(sample['lidar2cam'], dtype=torch.float64), k.device)
             if ext.shape != (k.shape[0], 4, 4):
                 raise ValueError(f'sample {i}: lidar2cam must have shape (V, 4, 4) = {(k.shape[0], 4, 4)} to match '
                                  f'its {key}, got {tuple(ext.shape)}')
@@ -262,7 +262,7 @@ class Cameras:
                                  f'one padded image size: pad the images to a common size (and pass pad_shape)')
             scene = sample.get('scene_transform')
             scenes.append(torch.eye(4, dtype=torch.float64, device=k.device) if scene is None else
-                          torch.as_tensor(scene, dtype=torch.float64, device=k.device))
+                          host_to_device(torch.as_tensor(scene, dtype=torch.float64), k.device))
             intrinsics.append(k)
             lidar2cam.append(ext)
         cameras = cls(torch.stack(intrinsics), torch.stack(lidar2cam), sizes[0], torch.stack(scenes))
@@ -445,11 +445,14 @@ class Cameras:
         """The same cameras on ``device`` (checked again only where :func:`~vispe.geometry.checks.checking_values`
         allows; cameras moved from the host keep their host-computed :attr:`fingerprint`, so a GPU never waits for
         it)."""
-        if torch.device(device) == self.device:
+        target = torch.device(device)
+        if target.type == 'cuda' and target.index is None and torch.cuda.is_available():
+            target = torch.device('cuda', torch.cuda.current_device())
+        if target == self.device:
             return self
         intrinsics, lidar2cam, scene = self._exact
-        moved = replace(self, intrinsics=host_to_device(intrinsics, device),
-                        lidar2cam=host_to_device(lidar2cam, device), scene_transform=host_to_device(scene, device))
+        moved = replace(self, intrinsics=host_to_device(intrinsics, target),
+                        lidar2cam=host_to_device(lidar2cam, target), scene_transform=host_to_device(scene, target))
         if on_host(intrinsics) and not tracing():
             moved.__dict__['fingerprint'] = self.fingerprint
         return moved

@@ -40,7 +40,8 @@ def device_constant(values: Sequence | torch.Tensor, like: torch.Tensor,
     if found is None:
         if len(_constants) >= MAX_CONSTANTS:
             _constants.pop(next(iter(_constants)))
-        found = _constants[key] = torch.as_tensor(values, dtype=dtype).to(like.device)
+        with torch.inference_mode(False):  # a normal tensor, usable inside and outside inference mode alike
+            found = _constants[key] = torch.as_tensor(values, dtype=dtype).to(like.device)
     return found
 
 

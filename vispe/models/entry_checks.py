@@ -3,12 +3,13 @@
 A forward on a GPU skips the value checks that would read tensors back (:func:`vispe.geometry.checks.checking_values`,
 so the GPU never waits for the host); :class:`CheckedDataPreprocessor`, the data preprocessor of vispe's models,
 runs them where the batch is still in host memory, so a NaN pixel or point from the data pipeline still stops the
-run with a clear error. (Masks are made by the collate functions and cameras are checked on the host by
-:meth:`vispe.geometry.Cameras.from_data_samples`.)
+run with a clear error. (Masks are made by the collate functions, and ``multiview_collate`` checks the cameras of a
+batch on the host.) The setting is the preprocessor's own, ``model.data_preprocessor.nonfinite_inputs``: a model
+passes its ``nonfinite_inputs`` at build.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from mmengine.model import BaseDataPreprocessor
@@ -20,13 +21,19 @@ from vispe.registry import MODELS
 __all__ = ['CheckedDataPreprocessor', 'check_finite_entry', 'entry_checks']
 
 
-def check_finite_entry(inputs: torch.Tensor | Sequence[torch.Tensor], nonfinite: str, device: torch.device) -> None:
-    """Raise, warn or do nothing (``nonfinite``) when the floating-point ``inputs`` of a batch (a tensor or a list
-    of tensors, in host memory), about to move to ``device``, hold NaN or ±inf."""
-    tensors = [inputs] if isinstance(inputs, torch.Tensor) else [x for x in inputs if isinstance(x, torch.Tensor)]
-    for tensor in tensors:
-        if tensor.is_floating_point():
-            check_finite(tensor, nonfinite, entering=device)
+def check_finite_entry(inputs: torch.Tensor | Sequence | Mapping, nonfinite: str, device: torch.device) -> None:
+    """Raise, warn or do nothing (``nonfinite``) when the floating-point host tensors of a batch's ``inputs`` (a
+    tensor, a list of per-sample tensors or a dict of them, e.g. V-DETR's ``dict(points=...)``), about to move to
+    ``device``, hold NaN or ±inf."""
+    if isinstance(inputs, torch.Tensor):
+        tensors = {None: inputs}
+    elif isinstance(inputs, Mapping):
+        tensors = {f'inputs[{key!r}]': value for key, value in inputs.items()}
+    else:
+        tensors = {f'sample {index}': value for index, value in enumerate(inputs)}
+    for name, tensor in tensors.items():
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.device.type == 'cpu':
+            check_finite(tensor, nonfinite, entering=device, where=name)
 
 
 @MODELS.register_module()

@@ -64,23 +64,28 @@ def check_dtype(x: torch.Tensor, param_dtype: torch.dtype | None) -> None:
                     f'(x.to({param_dtype})) or the model (model.to({x.dtype})){autocast}.')
 
 
-def check_finite(x: torch.Tensor, nonfinite: str, entering: torch.device | None = None) -> None:
+def check_finite(x: torch.Tensor, nonfinite: str, entering: torch.device | None = None,
+                 where: str | None = None) -> None:
     """Raise, warn or do nothing (``nonfinite``) when ``x`` holds NaN or ±inf; one reduction when clean.
-    ``entering``: the device a batch's inputs are about to move to (the data preprocessor's check), named in the
-    message instead of the images (the batch is in host memory then, so it is checked unless traced)."""
+    ``entering``: the device a batch's inputs are about to move to (the data preprocessor's check; the batch is in
+    host memory then, so it is checked unless traced), named in the message instead of the images; ``where``: which
+    of the inputs ``x`` is (default: a batch, whose first bad sample is named)."""
     checked = value_checks_enabled(x) if entering is None else not tracing()
     if check_nonfinite_option(nonfinite) == 'ignore' or not checked:
         return
     if bool(torch.isfinite(x).all()):
         return
     nan, inf = int(torch.isnan(x).sum()), int(torch.isinf(x).sum())
-    first = int(torch.nonzero(~torch.isfinite(x).flatten(1).all(1))[0, 0]) if x.ndim > 1 else 0
-    what = (f'The batch\'s inputs hold {nan} NaN and {inf} infinite values (the first in sample {first}), found '
-            f'where the batch enters the model (before it moves to {entering})' if entering is not None else
-            f'The images hold {nan} NaN and {inf} infinite pixel values (the first in image {first} of the batch)')
+    if where is None:
+        where = f'sample {int(torch.nonzero(~torch.isfinite(x).flatten(1).all(1))[0, 0])}' if x.ndim > 1 else 'batch'
+    what = (f'The batch\'s inputs hold {nan} NaN and {inf} infinite values (the first in {where}), found where the '
+            f'batch enters the model (before it moves to {entering})' if entering is not None else
+            f'The images hold {nan} NaN and {inf} infinite pixel values (the first in image '
+            f'{where.removeprefix("sample ")} of the batch)')
+    attribute = 'model.data_preprocessor.nonfinite_inputs' if entering is not None else 'model.nonfinite_inputs'
     message = (f'{what}; the model would output NaN. Check the data pipeline (a zero std in the normalisation, a '
                f'corrupt file, values beyond the float16 range), or build the model with '
-               f'nonfinite_inputs=\'warn\' or \'ignore\' (also an attribute: model.nonfinite_inputs).')
+               f'nonfinite_inputs=\'warn\' or \'ignore\' (also an attribute: {attribute}).')
     if nonfinite == 'raise':
         raise ValueError(message)
     warnings.warn(message, RuntimeWarning, stacklevel=4)

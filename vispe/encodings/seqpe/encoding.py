@@ -17,6 +17,7 @@ from vispe.encodings.seqpe.samplers import contrastive_positions, distillation_p
 from vispe.encodings.seqpe.tokens import check_positions_fit, digit_tokens
 from vispe.geometry import Positions, grid_coords, to_2tuple
 from vispe.geometry.checks import host_scalar
+from vispe.geometry.device_constants import device_constant
 from vispe.registry import ENCODINGS
 
 APPLY_MODES = ('attn_mul', 'add')
@@ -166,7 +167,7 @@ class SeqPE(PositionEncoding):
             choices = max(1, len(self.shift_starts) - self.shift_grids + 1)
             first = host_scalar(torch.randint(0, choices, (), device='cpu'))
             starts = self.shift_starts[first:first + self.shift_grids].to(pos.device)
-            starts = torch.minimum(starts, starts.new_tensor([10 ** self.max_digits - side for side in grid]))
+            starts = torch.minimum(starts, device_constant([10 ** self.max_digits - side for side in grid], starts))
             self.last_step_shifted = True
             return self.embeddings(starts[:, None] + grid_coords(grid, device=pos.device).long())
         if tuple(grid) != self.grid_size and self.extrapolation == 'interpolate' and not self.training:

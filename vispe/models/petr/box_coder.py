@@ -12,6 +12,8 @@ from typing import Sequence
 
 import torch
 
+from vispe.geometry.device_constants import device_constant
+
 CENTER_CHANNELS = (0, 1, 4)
 
 
@@ -49,8 +51,8 @@ def decode_boxes(code: torch.Tensor) -> torch.Tensor:
 
 def denormalize_centers(code: torch.Tensor, pc_range: Sequence[float]) -> torch.Tensor:
     """Centres in [0, 1] of ``pc_range`` (channels 0, 1, 4) -> metres; other channels unchanged."""
-    low = code.new_tensor(pc_range[:3])
-    extent = code.new_tensor(pc_range[3:]) - low
+    low = device_constant(pc_range[:3], code)
+    extent = device_constant(pc_range[3:], code) - low
     index = list(CENTER_CHANNELS)
     out = code.clone()
     out[..., index] = code[..., index] * extent + low
@@ -84,6 +86,6 @@ def nms_free_decode(logits: torch.Tensor, code: torch.Tensor, max_num: int = 300
     if score_threshold is not None:
         keep &= scores > score_threshold
     if post_center_range is not None:
-        low, high = boxes.new_tensor(post_center_range[:3]), boxes.new_tensor(post_center_range[3:])
+        low, high = device_constant(post_center_range[:3], boxes), device_constant(post_center_range[3:], boxes)
         keep &= ((boxes[..., :3] >= low) & (boxes[..., :3] <= high)).all(-1)
     return [dict(boxes_3d=b[k], scores=s[k], labels_3d=c[k]) for b, s, c, k in zip(boxes, scores, labels, keep)]

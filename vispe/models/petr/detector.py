@@ -246,7 +246,7 @@ class PETRDetector(BaseModel):
         batch, count = point.shape[:2]
         rotation = torch.eye(3, dtype=point.dtype, device=point.device).expand(batch, count, 3, 3)
         top = torch.cat([rotation, -point[..., None]], -1)
-        bottom = point.new_tensor([0.0, 0.0, 0.0, 1.0]).expand(batch, count, 1, 4)
+        bottom = device_constant([0.0, 0.0, 0.0, 1.0], point).expand(batch, count, 1, 4)
         poses = torch.cat([top, bottom], -2)
         return Positions(num_positions=count, device=point.device,
                          scene=SceneGeometry(poses=poses, check_values=False))

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from vispe.geometry import Cameras
+from vispe.geometry.device_constants import device_constant
 from vispe.models.petr.centre_heatmap import MIN_DEPTH, gather_tokens, padded_boxes
 
 NOT_A_PEAK = 1.0e4
@@ -104,8 +105,8 @@ def proposal_loss(reference: torch.Tensor, index: torch.Tensor, cameras: Cameras
     are some box's proposal (:func:`proposal_targets`) and those boxes' centres; 0 (with a gradient path) when no
     query is."""
     assigned = proposal_targets(index, cameras, boxes, feat_size, stride)
-    low = reference.new_tensor(pc_range[:3])
-    extent = reference.new_tensor(pc_range[3:]) - low
+    low = device_constant(pc_range[:3], reference)
+    extent = device_constant(pc_range[3:], reference) - low
     errors = [((reference[sample][assigned[sample] >= 0] * extent + low)
                - sample_boxes[assigned[sample][assigned[sample] >= 0], :3].float()).abs().sum(-1)
               for sample, sample_boxes in enumerate(boxes)]
