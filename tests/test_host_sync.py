@@ -144,3 +144,35 @@ def test_device_constants_are_made_once_per_values_dtype_and_device() -> None:
     assert device_constant((7, 9), like) is first and torch.equal(first, torch.tensor([7.0, 9.0]))
     assert device_constant((7, 9), like, torch.float64) is not first
     assert device_constant((7, 10), like) is not first
+
+
+def test_a_constant_first_made_in_inference_mode_serves_training() -> None:
+    like = torch.zeros(2)
+    with torch.inference_mode():
+        device_constant((5.0, 6.0), like)
+    weight = torch.ones(2, requires_grad=True)
+    (weight * device_constant((5.0, 6.0), like)).square().sum().backward()
+    assert torch.equal(weight.grad, torch.tensor([50.0, 72.0]))
+
+
+def test_comrope_keeps_its_host_answer_off_the_host() -> None:
+    """A degenerate spectrum read on the host keeps matrix_exp where the rates cannot be read (no device assert)."""
+    from vispe.encodings import ComRoPE
+    encoding = ComRoPE(head_dim=16, depth=1, num_heads=2, block_size=4, init_std=0.0)
+    skew = encoding.skew().float()
+    assert not encoding.has_eigenbasis(skew)
+    with as_on_a_gpu():
+        assert not encoding.has_eigenbasis(skew)
+
+
+def test_point_batches_are_checked_where_they_enter() -> None:
+    model = small_detector('NoPE')
+    points, _ = scenes()
+    points[0, 3, 1] = float('nan')
+    checks_before = checks.HOST_DEVICES
+    checks.HOST_DEVICES = frozenset()
+    try:
+        with pytest.raises(ValueError, match=r"1 NaN and 0 infinite values \(the first in inputs\['points'\]\)"):
+            model.data_preprocessor(dict(inputs=dict(points=points), data_samples=None))
+    finally:
+        checks.HOST_DEVICES = checks_before
