@@ -95,6 +95,7 @@ BLOCKS = {block.name: block for block in [
     Block('bench-defaults', ['benchmarks/all_vit-s16_cpu1.json', 'benchmarks/defaults_1024_vit-s16_cpu1.json'],
           _vit('NoPE')),
     Block('bench-timm-rope', ['benchmarks/rope_vs_timm_vit-s16_cpu1.json'], _vit('timm (plain ViT)')),
+    Block('bench-seqpe-loope', ['benchmarks/seqpe_loope_vit-s16_cpu1.json'], _vit('timm (plain ViT)')),
     Block('bench-rotary-layer', ['benchmarks/rotary_layer_cpu1.json'],
           _each(lambda document: bench.layer_table(document, 'size'))),
     Block('bench-detectors', ['benchmarks/petr_mv-scenes.json'], _each(bench.detector_table)),
