@@ -206,3 +206,21 @@ def test_the_last_block_computes_only_the_summary_token() -> None:
     tokens = torch.randn(5, 5, 64)
     full = encoder.blocks[-1](tokens)
     assert torch.allclose(encoder.blocks[-1](tokens, last_only=True)[:, 0], full[:, -1], atol=1e-6)
+
+
+def test_evaluation_encodes_a_grid_once_until_the_encoder_changes(monkeypatch) -> None:
+    torch.manual_seed(0)
+    model = vispe.create_vit('vit_tiny_patch16_224', img_size=32, patch_size=8, num_classes=3,
+                             encoding=dict(type='SeqPE')).eval()
+    encoding, images = model.encoding, torch.randn(2, 3, 32, 32)
+    calls = []
+    forward = encoding.encoder.forward
+    monkeypatch.setattr(encoding.encoder, 'forward', lambda digits: calls.append(len(digits)) or forward(digits))
+    with torch.no_grad():
+        first = model(images)
+        assert torch.equal(model(images), first) and calls == [16]
+        encoding.encoder.out_proj.bias.add_(1.0)
+        changed = model(images)
+    assert calls == [16, 16] and not torch.equal(changed, first)
+    model(images)  # gradients on: encoded again, never cached
+    assert calls == [16, 16, 16]

@@ -15,6 +15,7 @@ from vispe.encodings.seqpe.encoder import SequentialPositionEncoder
 from vispe.encodings.seqpe.losses import contrastive_loss, distillation_loss
 from vispe.encodings.seqpe.samplers import contrastive_positions, distillation_positions
 from vispe.encodings.seqpe.tokens import check_positions_fit, digit_tokens
+from vispe.encodings.tables import TableCache
 from vispe.geometry import Positions, grid_coords, to_2tuple
 from vispe.geometry.checks import host_scalar
 from vispe.geometry.device_constants import device_constant
@@ -23,6 +24,7 @@ from vispe.registry import ENCODINGS
 APPLY_MODES = ('attn_mul', 'add')
 PAPER_WIDTH = 384
 EXTRAPOLATIONS = ('extend', 'interpolate')
+EVAL_GRIDS = 4                   # grids kept for evaluation (sizes of a resolution sweep)
 
 
 @ENCODINGS.register_module()
@@ -139,6 +141,7 @@ class SeqPE(PositionEncoding):
         self.register_buffer('shift_starts', torch.stack([chosen // cols, chosen % cols], -1), persistent=False)
         self.last_step_shifted = False
         self._teacher: torch.Tensor | None = None
+        self._eval_grids: dict[tuple, torch.Tensor] = {}
 
     def reaches_cross_attention(self) -> bool:
         """'add' does (its embedding goes to a decoder's memory keys); 'attn_mul' does not: a decoder's queries sit at
@@ -155,8 +158,18 @@ class SeqPE(PositionEncoding):
         return self.encoder(digit_tokens(flat, self.max_digits)).reshape(*positions.shape[:-1], -1)
 
     def grid_embeddings(self, grid_size: tuple[int, int], device: torch.device) -> torch.Tensor:
-        """(h·w, C): the embeddings of a grid's cells from (0, 0), row-major."""
-        return self.embeddings(grid_coords(grid_size, device=device).long())
+        """(h·w, C): the embeddings of a grid's cells from (0, 0), row-major. Outside training with gradients off
+        (evaluation), kept for later forwards until a parameter of the encoder changes (the reference encodes the
+        grid once per evaluation): the key holds every parameter's storage and version."""
+        if self.training or torch.is_grad_enabled() or TableCache.tracing():
+            return self.embeddings(grid_coords(grid_size, device=device).long())
+        key = (tuple(grid_size), torch.device(device), torch.is_inference_mode_enabled(),
+               tuple((p.data_ptr(), p._version, p.dtype) for p in self.encoder.parameters()))
+        if key not in self._eval_grids:
+            if len(self._eval_grids) >= EVAL_GRIDS:
+                self._eval_grids.pop(next(iter(self._eval_grids)))
+            self._eval_grids[key] = self.embeddings(grid_coords(grid_size, device=device).long())
+        return self._eval_grids[key]
 
     def _grid_table(self, pos: Positions) -> torch.Tensor:
         """(S, N, C): this forward's embeddings of the grid (S shifted copies in a shifted training step)."""
