@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from vispe.engine.benchmark_common import device_name
 from vispe.reporting.markdown import megabytes, ratio, table
 
 OPTION = re.compile(r'(\w+)=(.+?)(?= \w+=|$)')
@@ -27,7 +28,7 @@ def device_of(document: dict) -> str:
         return document['device']
     machine = document.get('machine')
     if isinstance(machine, dict):
-        return machine.get('gpu') or f"{machine['cpu']}, {machine['usable_cores']} cores"
+        return device_name(machine)
     found = MACHINE_LINE.match(machine or '')
     if found:
         return found['gpu'] or f"{found['cpu']}, {found['cores']} cores"
