@@ -94,10 +94,11 @@ def test_each_extra_installs_the_packages_vispe_imports_from_it() -> None:
             continue
         names = {distribution(requirement) for requirement in extras[extra]}
         assert package.lower() in names or (package == 'open3d' and 'open3d-cpu' in names), (module, extra, names)
-    # [all] is every feature; the trackers of online services (W&B, MLflow) are installed by choice, and the tools of
-    # development (tests, the docs site: [dev] includes [docs]) are not features.
+    # [all] is every feature; the trackers of online services (W&B, MLflow) and gsplat's CUDA rasterizer ([render])
+    # are installed by choice, and the tools of development (tests, the docs site: [dev] includes [docs]) are not
+    # features.
     assert set(extras['all'][0].split('[')[1].rstrip(']').split(',')) == (
-        set(extras) - {'all', 'dev', 'docs', 'wandb', 'mlflow'})
+        set(extras) - {'all', 'dev', 'docs', 'wandb', 'mlflow', 'render'})
     assert 'vispe[docs]' in extras['dev']
 
 

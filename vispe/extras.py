@@ -25,6 +25,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     'constriction': ('gaussians', 'constriction'),
     'pytorch_wavelets': ('gaussians', 'pytorch_wavelets'),
     'pywt': ('gaussians', 'PyWavelets'),
+    'gsplat': ('render', 'gsplat'),
     'onnx': ('export', 'onnx'),
     'onnxscript': ('export', 'onnxscript'),
     'onnxruntime': ('export', 'onnxruntime'),
