@@ -24,7 +24,8 @@ test-min:
 	@bash tools/setup_env.sh .venv-min tests/floors.txt
 	.venv-min/bin/python -m pytest -n auto -m "not slow"
 
-# vispe on a CUDA device: the CUDA suite (tests/cuda) and the benchmark rows written to benchmarks/cuda_*;
-# it refuses to run without CUDA (tools/gpu_check.py).
+# vispe on a CUDA device: the CUDA suite (tests/cuda), the benchmark rows written to benchmarks/cuda_* and the
+# Gaussian codec's rendered quality with gsplat ([render]); it refuses to run without CUDA (tools/gpu_check.py).
 gpu-check: setup
+	$(PYTHON) -m pip install --quiet -e '.[render]' || echo "gsplat did not install: its checks will fail and say so"
 	$(PYTHON) tools/gpu_check.py

@@ -24,3 +24,17 @@ def test_the_cuda_suite_skips_with_its_reason() -> None:
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:]
     assert ' passed' not in result.stdout and 'needs a CUDA device: run `make gpu-check`' in result.stdout
+
+
+def test_the_gaussian_steps_are_commands_vispe_accepts() -> None:
+    import importlib
+
+    from vispe.cli.main import COMMANDS
+
+    steps = load_developer_tool('gpu_check').gaussian_steps()
+    assert [step[3] for step in steps] == ['gaussians-from-points', *['compress'] * 4, 'gaussians-report']
+    for step in steps:
+        module = importlib.import_module(f'vispe.cli.{COMMANDS[step[3]].module}')
+        module.build_parser().parse_args(step[4:])
+    report = steps[-1]
+    assert report[report.index('--renderer') + 1] == 'gsplat' and report[report.index('--device') + 1] == 'cuda'

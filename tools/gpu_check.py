@@ -10,9 +10,14 @@ answer (the exit status is the first failure's):
 2. the benchmark rows, each written to ``benchmarks/cuda_*`` (JSON, CSV and markdown naming the GPU): ViT-S/16 at
    224, 512 and 1024 px for every encoding (forward and forward + backward, peak memory, control row), LookHere,
    ALiBi2D and iRPE with FlexAttention and SDPA at 1024 px, the V-DETR point layer, GTA's view stack and the PETR
-   detectors. Then ``python tools/update_readme.py`` fills the docs' CUDA tables from them.
+   detectors. Then ``python tools/update_readme.py`` fills the docs' CUDA tables from them;
+3. the Gaussian codec's rendered quality with gsplat (``vispe[render]``): the real stereo pair's fitted Gaussians,
+   compressed at three step scales and as float16, rendered from its held-out cameras on the GPU, the report written
+   to ``benchmarks/cuda_gaussians_motorcycle-fit``, beside the same rows of ``models/gaussians_motorcycle-fit.json``
+   that vispe's PyTorch rasterizer gave (gsplat's float32 kernels with a fast exp may flip a rare pixel at a
+   threshold; the CUDA suite bounds how many).
 
-    make gpu-check                       # or: python tools/gpu_check.py [--skip-tests] [--skip-benchmarks]
+    make gpu-check           # or: python tools/gpu_check.py [--skip-tests] [--skip-benchmarks] [--skip-gaussians]
 """
 from __future__ import annotations
 
@@ -40,6 +45,23 @@ BENCHMARKS = {
 }
 
 
+GAUSSIANS = 'work_dirs/gpu-check/gaussians'
+SCENE, CAMERAS = f'{GAUSSIANS}/motorcycle_fit.ply', f'{GAUSSIANS}/motorcycle.cameras.json'
+CODECS = {f'factorized_s{scale}': ['--codec', 'factorized', '--step-scale', scale] for scale in ('0.5', '1', '2')} | {
+    'float16': ['--codec', 'float16']}
+
+
+def gaussian_steps() -> list[list[str]]:
+    """The commands of step 3 (the module docstring)."""
+    vispe = [sys.executable, '-m', 'vispe']
+    return [[*vispe, 'gaussians-from-points', 'stereo-motorcycle', SCENE, '--fit', 'neighbours', '--cameras', CAMERAS],
+            *[[*vispe, 'compress', SCENE, f'{GAUSSIANS}/motorcycle_fit_{name}.vgs', *options, '--quiet']
+              for name, options in CODECS.items()],
+            [*vispe, 'gaussians-report', SCENE, *[f'{GAUSSIANS}/motorcycle_fit_{name}.vgs' for name in CODECS],
+             '--cameras', CAMERAS, '--device', 'cuda', '--renderer', 'gsplat',
+             '--out', 'benchmarks/cuda_gaussians_motorcycle-fit']]
+
+
 def run(command: list[str]) -> int:
     print('$', shlex.join(command), flush=True)
     return subprocess.run(command, cwd=ROOT).returncode
@@ -49,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--skip-tests', action='store_true')
     parser.add_argument('--skip-benchmarks', action='store_true')
+    parser.add_argument('--skip-gaussians', action='store_true')
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print(f'gpu-check needs a CUDA device, and torch {torch.__version__} sees none (torch.cuda.is_available() is '
@@ -63,6 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, options in BENCHMARKS.items():
             failures.append(run([sys.executable, 'tools/benchmark.py', *options, '--device', 'cuda',
                                  '--out', f'benchmarks/{name}']))
+    if not args.skip_gaussians:
+        for command in gaussian_steps():
+            code = run(command)
+            failures.append(code)
+            if code:
+                break
     return next((code for code in failures if code), 0)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from tests.helpers import load_tool
 from vispe.gaussians import read_gaussians_ply
+from vispe.gaussians.cameras import read_cameras_json
 from vispe.geometry.point_cloud import write_points
 
 
@@ -19,9 +20,13 @@ def test_coloured_cloud_and_the_real_pair_become_gaussians(tmp_path: Path, capsy
     assert tool.main([str(cloud), str(tmp_path / 'g.ply'), '--sh-degree', '1']) == 0
     gaussians = read_gaussians_ply(tmp_path / 'g.ply')
     assert len(gaussians) == 200 and gaussians.sh_degree == 1
-    assert tool.main(['stereo-motorcycle', str(tmp_path / 'moto.ply'), '--voxel-size', '0.02']) == 0
+    assert tool.main(['stereo-motorcycle', str(tmp_path / 'moto.ply'), '--voxel-size', '0.02',
+                      '--cameras', str(tmp_path / 'moto.cameras.json')]) == 0
     moto = read_gaussians_ply(tmp_path / 'moto.ply')
-    assert 5_000 < len(moto) < 100_000 and '(SH degree 3) from stereo-motorcycle' in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert 5_000 < len(moto) < 100_000 and '(SH degree 3) from stereo-motorcycle' in out
+    assert '3 held-out cameras (right, up, down)' in out
+    assert [camera.name for camera in read_cameras_json(tmp_path / 'moto.cameras.json')] == ['right', 'up', 'down']
     assert (tmp_path / 'moto.ply').stat().st_mode & 0o044  # readable by others, as any file the user writes
 
 
@@ -33,3 +38,6 @@ def test_bad_sources_are_named(tmp_path: Path, capsys) -> None:
     plain = write_points(tmp_path / 'plain.ply', np.random.default_rng(0).random((20, 3)))
     with pytest.raises(ValueError, match='has no colours'):
         tool.main([str(plain), str(tmp_path / 'g.ply')])
+    with pytest.raises(SystemExit):
+        tool.main([str(plain), str(tmp_path / 'g.ply'), '--cameras', str(tmp_path / 'c.json')])
+    assert 'names no camera' in capsys.readouterr().err

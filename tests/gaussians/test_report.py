@@ -1,7 +1,9 @@
-"""The Gaussian report: empirical entropy and attribute PSNR by hand, and a report row of a real bitstream (its size
-the file's, the coded bits per section, PSNR finite where the codec loses and ∞ where it keeps a group exactly)."""
+"""The Gaussian report: empirical entropy and attribute PSNR by hand, a report row of a real bitstream (its size
+the file's, the coded bits per section, PSNR finite where the codec loses and ∞ where it keeps a group exactly),
+and the rendered quality of decoded scenes against the source's renders."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -11,7 +13,9 @@ import pytest
 from tests.helpers import load_tool
 from vispe.gaussians import write_gaussians_ply
 from vispe.gaussians.bitstream import unpack, write_bitstream
+from vispe.gaussians.cameras import PinholeCamera, write_cameras_json
 from vispe.gaussians.codec import CodecConfig, compress
+from vispe.gaussians.render_quality import ReferenceViews
 from vispe.gaussians.report import attribute_psnr, bitstream_report, empirical_entropy
 
 from .test_codec import varied_cloud
@@ -43,3 +47,45 @@ def test_report_rows_of_real_bitstreams(tmp_path: Path, capsys) -> None:
     assert tool.main([str(ply), *map(str, paths), '--out', str(tmp_path / 'report')]) == 0
     assert 'factorized.vgs | factorized | 1.0' in capsys.readouterr().out
     assert all((tmp_path / f'report{suffix}').stat().st_size > 100 for suffix in ('.json', '.csv', '.png'))
+
+
+def test_rendered_quality_of_decoded_scenes(tmp_path: Path, capsys) -> None:
+    cloud = varied_cloud()
+    ply = write_gaussians_ply(tmp_path / 'scene.ply', cloud)
+    look = PinholeCamera('front', np.eye(4), np.array([[40.0, 0, 23.5], [0, 40, 17.5], [0, 0, 1]]), 48, 36)
+    cameras = [look.moved('front', offset=(1.5, 1.5, -6.0)), look.moved('side', offset=(1.5, 1.5, -6.0),
+                                                                      yaw_degrees=10)]
+    write_cameras_json(tmp_path / 'cameras.json', cameras)
+    views = ReferenceViews.of(cloud, cameras)
+    assert all(image.amax() > 0.3 for image in views.images)                   # the scene is in view
+    coarse, fine = (write_bitstream(tmp_path / f'f{scale}.vgs', compress(cloud, CodecConfig(codec='factorized',
+                                                                                        step_scale=scale)))
+                    for scale in (4.0, 0.25))
+    rows = [bitstream_report(cloud, path, views=views) for path in (coarse, fine)]
+    assert 15 < rows[0]['render_psnr'] < rows[1]['render_psnr'] and rows[0]['render_ssim'] < rows[1]['render_ssim'] <= 1
+    assert len(rows[0]['render_psnr_views']) == 2
+    assert views.quality(cloud)['render_psnr'] == math.inf                      # the source renders as itself
+    tool = load_tool('gaussians/report')
+    assert tool.main([str(ply), str(coarse), '--cameras', str(tmp_path / 'cameras.json'), '--render-scale', '0.5',
+                      '--device', 'cpu', '--out', str(tmp_path / 'report')]) == 0
+    assert 'render PSNR | render SSIM' in capsys.readouterr().out
+    record = json.loads((tmp_path / 'report.json').read_text())
+    assert record['render']['renderer'].startswith('vispe torch rasterizer') and record['render']['scale'] == 0.5
+    assert record['date'] and 'commit' in record                                 # the docs' provenance line
+    assert [view['width'] for view in record['render']['views']] == [24, 24] and record['rows'][0]['render_psnr'] > 15
+
+
+@pytest.mark.parametrize('options, message', [
+    (['--render-scale', '0.5'], '--render-scale 0.5: only applies to rendering, which needs --cameras'),
+    (['--cameras', 'CAMERAS', '--renderer', 'gsplat', '--device', 'cpu'], 'gsplat rasterizes on CUDA only'),
+    (['--cameras', 'CAMERAS', '--device', 'tpu9'], '--device tpu9: is no torch device'),
+])
+def test_render_options_that_cannot_run_are_named(tmp_path: Path, capsys, options: list[str], message: str) -> None:
+    cloud = varied_cloud(50)
+    ply = write_gaussians_ply(tmp_path / 'scene.ply', cloud)
+    bitstream = write_bitstream(tmp_path / 'f.vgs', compress(cloud, CodecConfig(codec='float16')))
+    cameras = write_cameras_json(tmp_path / 'cameras.json', [PinholeCamera('c', np.eye(4), np.eye(3), 8, 8)])
+    options = [str(cameras) if option == 'CAMERAS' else option for option in options]
+    with pytest.raises(SystemExit):
+        load_tool('gaussians/report').main([str(ply), str(bitstream), *options])
+    assert message in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """The rate–distortion report of Gaussian bitstreams against their source scene: bytes and bits per Gaussian (per
 section: centres, context model, each attribute group), each group's empirical entropy at the bitstream's base
-steps, attribute PSNR per group, and the times to encode and decode.
+steps, attribute PSNR per group, the times to encode and decode, and, given reference views, the rendered PSNR and
+SSIM (vispe.gaussians.render_quality).
 
 Attribute PSNR of a group: 10·log₁₀(1 / mean_j(MSE_j / range_j²)) over its columns j whose values vary (range_j
 the column's max − min in the source); ∞ when every column is reproduced exactly. The mean over the attributes
@@ -22,6 +23,7 @@ from vispe.gaussians.bitstream import UnverifiedSignatureWarning, read_bitstream
 from vispe.gaussians.codec import BASE_STEPS, decompress
 from vispe.gaussians.layout import AttributeGroups, encode_positions, quantize_positions
 from vispe.gaussians.ply import GaussianCloud
+from vispe.gaussians.render_quality import ReferenceViews
 
 __all__ = ['attribute_psnr', 'bitstream_report', 'empirical_entropy']
 
@@ -46,9 +48,11 @@ def attribute_psnr(source: np.ndarray, decoded: np.ndarray) -> float:
     return math.inf if normalised == 0 else float(-10 * math.log10(normalised))
 
 
-def bitstream_report(source: GaussianCloud, path: str | Path, key: bytes | None = None) -> dict[str, Any]:
+def bitstream_report(source: GaussianCloud, path: str | Path, key: bytes | None = None,
+                     views: ReferenceViews | None = None) -> dict[str, Any]:
     """One row of the report: ``source`` (the .ply that was compressed) against the bitstream at ``path`` (its
-    signature verified under ``key`` when given)."""
+    signature verified under ``key`` when given), with the rendered quality against ``views`` (the source's renders)
+    when given."""
     header, sections = read_bitstream(path, key)
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -77,4 +81,6 @@ def bitstream_report(source: GaussianCloud, path: str | Path, key: bytes | None 
             coded_bits=row['section_bits'].get(f'group_{name}'),
             entropy_bits=empirical_entropy(original[:, part], BASE_STEPS[name] * scale)
             if header['codec'] != 'float16' else None)
+    if views is not None:
+        row.update(views.quality(decoded))
     return row

@@ -3,6 +3,7 @@
 groups seeds."""
 from __future__ import annotations
 
+import math
 import re
 from pathlib import PurePosixPath
 
@@ -168,9 +169,19 @@ def novel_view_table(document: dict) -> str:
     return table(['encoding', 'PSNR (dB)', 'SSIM', 'PSNR, object pixels', 'SSIM, object pixels'], rows)
 
 
+def gaussian_codec_cell(row: dict) -> str:
+    """Bits per Gaussian / attribute PSNR, and where the report rendered: / rendered PSNR (SSIM)."""
+    text = f'{row["bits_per_gaussian"]:.1f} / {row["psnr"]:.1f}'
+    if 'render_psnr' in row:
+        render_psnr = '∞' if row['render_psnr'] in ('inf', math.inf) else f'{row["render_psnr"]:.1f}'
+        text += f' / {render_psnr} ({row["render_ssim"]:.4f})'
+    return text
+
+
 def gaussian_codec_table(reports: dict[str, dict]) -> str:
-    """``tools/gaussians/report.py`` of several inputs: bits per Gaussian / attribute PSNR (dB) per codec and step
-    scale (the codec variant is the .vgs file's name after the input's stem, without its step suffix)."""
+    """``tools/gaussians/report.py`` of several inputs: bits per Gaussian / attribute PSNR (dB) / rendered PSNR (dB)
+    (SSIM) per codec and step scale (the codec variant is the .vgs file's name after the input's stem, without its
+    step suffix)."""
     steps = sorted({row['step_scale'] for report in reports.values() for row in report['rows']
                     if row['step_scale'] is not None})
     rows = []
@@ -182,10 +193,9 @@ def gaussian_codec_table(reports: dict[str, dict]) -> str:
             variants.setdefault(re.sub(r'_s[0-9.]+$', '', stem), {})[row['step_scale']] = row
         first = f'`{PurePosixPath(path).stem}` ({report["gaussians"]} Gaussians)'
         for variant, by_step in variants.items():
-            cells = [f'{row["bits_per_gaussian"]:.1f} / {row["psnr"]:.1f}' for row in by_step.values()]
+            cells = [gaussian_codec_cell(row) for row in by_step.values()]
             if None not in by_step:
-                cells = [f'{by_step[s]["bits_per_gaussian"]:.1f} / {by_step[s]["psnr"]:.1f}' if s in by_step else '–'
-                         for s in steps]
+                cells = [gaussian_codec_cell(by_step[s]) if s in by_step else '–' for s in steps]
             rows.append([first, variant, *cells, *([''] * (len(steps) - len(cells)))])
             first = ''
     return table(['input', 'codec', *[f'step {s:g}' for s in steps]], rows)
