@@ -1,4 +1,5 @@
-"""LearnedAPE: identity on the training grid, timm's bicubic resampling elsewhere."""
+"""LearnedAPE: identity on the training grid, timm's bicubic resampling elsewhere, and in a padded batch each
+image's table resampled to its own size without reading the sizes back to the host."""
 from __future__ import annotations
 
 import pytest
@@ -43,3 +44,22 @@ def test_prefix_count_mismatch_is_explained() -> None:
     encoding = LearnedAPE(embed_dim=8, grid_size=(2, 2), num_prefix_tokens=1)
     with pytest.raises(ValueError, match='num_prefix_tokens=2'):
         encoding.embed(torch.randn(1, 6, 8), Positions((2, 2), num_prefix_tokens=2))
+
+
+@pytest.mark.parametrize('interpolation', ['bicubic', 'bilinear', 'nearest', 'nearest-exact', 'area'])
+@pytest.mark.parametrize('antialias', [True, False])
+def test_a_padded_batch_resamples_each_image_to_its_size(interpolation: str, antialias: bool) -> None:
+    torch.manual_seed(0)
+    encoding = LearnedAPE(embed_dim=8, grid_size=(7, 9), num_prefix_tokens=1, interpolation=interpolation,
+                          antialias=antialias)
+    sizes = [(11, 6), (5, 3), (7, 6), (11, 2), (1, 1)]
+    mask = torch.zeros(len(sizes), 11, 6, dtype=torch.bool)
+    for image, (rows, cols) in enumerate(sizes):
+        mask[image, :rows, :cols] = True
+    table = encoding.table(Positions((11, 6), num_prefix_tokens=1, valid_mask=mask))
+    for image, (rows, cols) in enumerate(sizes):
+        alone = encoding.resampled((rows, cols))
+        torch.testing.assert_close(table[image, 0], alone[0, 0], atol=0, rtol=0)
+        cells = table[image, 1:].reshape(11, 6, -1)
+        torch.testing.assert_close(cells[:rows, :cols], alone[0, 1:].reshape(rows, cols, -1), atol=1e-6, rtol=0)
+        assert not cells[rows:].any() and not cells[:, cols:].any()

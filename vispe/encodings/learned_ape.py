@@ -6,6 +6,7 @@ from typing import ClassVar, Mapping, Sequence
 
 import torch
 from timm.layers import resample_abs_pos_embed, trunc_normal_
+import torch.nn.functional as F
 from torch import nn
 
 from vispe.encodings.base import PositionEncoding, add_to_positioned
@@ -35,7 +36,9 @@ class LearnedAPE(PositionEncoding):
     A table ``pos_embed`` of shape (1, [prefix +] h·w, C) for the training grid h×w is added to the
     tokens. At another grid the patch part is resampled with timm's ``resample_abs_pos_embed``
     (bicubic, antialiased, ``align_corners=False``), exactly as timm's ``dynamic_img_size`` path does;
-    the prefix rows are kept. Explicit integer positions (RPE-2D) read their cells of the table
+    the prefix rows are kept. In a padded batch (a ``valid_mask``) each image's table is resampled to its
+    own real grid, without reading the sizes back to the host (:meth:`per_image`), and is zero on
+    padding. Explicit integer positions (RPE-2D) read their cells of the table
     instead. The parameter is saved as ``pos_embed``, timm's name, so timm ViT checkpoints load
     unchanged.
 
@@ -100,21 +103,34 @@ class LearnedAPE(PositionEncoding):
             antialias=self.antialias and self.interpolation in ANTIALIASED,
         )
 
-    def per_image(self, sizes: torch.Tensor, grid_size: tuple[int, int]) -> torch.Tensor:
-        """(B, [prefix +] h·w, C): each image's table resampled to its real grid (``sizes`` (B, 2)) and
-        placed in the top-left of the padded ``grid_size`` grid (zeros on padding); one resampling per
-        distinct size."""
+    def axis_resamplers(self, length: int, old_length: int, device: torch.device) -> torch.Tensor:
+        """(length, length, old_length) float32: entry n − 1 the matrix that resamples ``old_length`` cells of one
+        axis to n ≤ ``length`` (this encoding's mode and antialiasing, as :meth:`resampled` does it), zero rows
+        below n. Interpolating is linear and separable, so each is ``F.interpolate`` of the identity, along the
+        width (torch's antialiased kernels give another answer along a height whose width is 1)."""
+        identity = torch.eye(old_length, device=device)[:, None, None, :]           # one basis row per image
+        matrices = torch.zeros(length, length, old_length, device=device)
+        for size in range(1, length + 1):
+            resampled = F.interpolate(identity, size=(1, size), mode=self.interpolation,
+                                      antialias=self.antialias and self.interpolation in ANTIALIASED)
+            matrices[size - 1, :size] = resampled[:, 0, 0, :].T
+        return matrices
+
+    def per_image(self, sizes: torch.Tensor, pos: Positions) -> torch.Tensor:
+        """(B, [prefix +] h·w, C): each image's table resampled to its real grid (``sizes`` (B, 2), on the device)
+        and placed in the top-left of the padded grid (zeros on padding). Each image picks its row and column
+        resampling matrices by its size on the device, so nothing is read back to the host; the matrices depend
+        only on the padded grid and are kept across forwards."""
         prefix = self.table_prefix_tokens
-        height, width = grid_size
-        table = self.pos_embed.new_zeros(len(sizes), prefix + height * width, self.pos_embed.shape[-1])
-        for size in torch.unique(sizes, dim=0).tolist():
-            rows, cols = size
-            resampled = self.resampled((rows, cols))[0]
-            grid = torch.zeros(height, width, resampled.shape[-1], dtype=resampled.dtype, device=resampled.device)
-            grid[:rows, :cols] = resampled[prefix:].reshape(rows, cols, -1)
-            which = (sizes == sizes.new_tensor(size)).all(1)
-            table[which] = torch.cat([resampled[:prefix], grid.flatten(0, 1)])
-        return table
+        height, width = pos.grid_size
+        rows, cols = self.cached_table(
+            'axis_resamplers', pos, across_forwards=True, key=tuple(self.grid_size),
+            build=lambda: (self.axis_resamplers(height, self.grid_size[0], pos.device),
+                           self.axis_resamplers(width, self.grid_size[1], pos.device)))
+        cells = self.pos_embed[0, prefix:].float().reshape(*self.grid_size, -1)
+        grid = torch.einsum('bhi,ijc,bwj->bhwc', rows[sizes[:, 0] - 1], cells, cols[sizes[:, 1] - 1])
+        grid = grid.flatten(1, 2).to(self.pos_embed.dtype)
+        return torch.cat([self.pos_embed[:, :prefix].expand(len(sizes), -1, -1), grid], dim=1)
 
     def gathered(self, coords: torch.Tensor) -> torch.Tensor:
         """Rows of the table at explicit integer (row, col) cells of its grid (RPE-2D positions).
@@ -153,8 +169,8 @@ class LearnedAPE(PositionEncoding):
         """(1|B, [prefix +] N, C): this forward's table, its prefix rows first when it has them."""
         self.check_sequence(pos, self.num_prefix_tokens, integer_grid=False)
         sizes = pos.real_grid_sizes()
-        if pos.has_default_coords and sizes is not None and bool((sizes != sizes.new_tensor(pos.grid_size)).any()):
-            return self.per_image(sizes, pos.grid_size)
+        if pos.has_default_coords and sizes is not None:
+            return self.per_image(sizes, pos)
         if pos.has_default_coords:
             return self.resampled(pos.grid_size)
         return self.gathered(pos.patch_coords())
